@@ -1,0 +1,5 @@
+import sys
+
+from repo_builder.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,86 @@
+"""Scan once, run every registered rule, collect diagnostics into a ``Report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repo_builder.validate.model import (
+    Diagnostic,
+    ModelEntry,
+    Repository,
+    Rule,
+    RuleContext,
+    Severity,
+    ValidateOptions,
+)
+from repo_builder.validate.report import ModelSummary, Report
+from repo_builder.validate.scan import scan_repository
+
+
+def _relative(path: Path | str | None, model: ModelEntry, root: Path) -> str:
+    target = Path(path) if path is not None else (model.config_path if model.has_config_file else model.path)
+    if not target.is_absolute():
+        target = model.path / target
+    try:
+        return str(target.relative_to(root))
+    except ValueError:
+        return str(target)
+
+
+def _run(rule: Rule, model: ModelEntry, ctx: RuleContext) -> list[Diagnostic]:
+    out = []
+    for f in rule.check(model, ctx):
+        out.append(
+            Diagnostic(
+                code=rule.code,
+                rule=rule.name,
+                severity=f.severity or rule.severity,
+                message=f.message,
+                path=_relative(f.path, model, ctx.repository.root),
+                model=model.name,
+                version=f.version,
+                hint=f.hint,
+                line=f.line,
+                column=f.column,
+            )
+        )
+    return out
+
+
+def check_repository(repository: Repository, options: ValidateOptions | None = None, rules: tuple[Rule, ...] | None = None) -> Report:
+    """Judge a scanned repository: members first, then ensembles, which see their members' verdicts."""
+    if rules is None:
+        from repo_builder.validate.rules import RULES
+
+        rules = RULES
+    options = options or ValidateOptions()
+    diagnostics: list[Diagnostic] = []
+    refused: dict[str, bool] = {}
+    ctx = RuleContext(repository, options, refused)
+    # Ensembles go last, so ensemble rules can ask whether a member was refused.
+    ordered = sorted(repository.models, key=lambda m: (m.is_ensemble, m.name))
+    for model in ordered:
+        found: list[Diagnostic] = []
+        for r in rules:
+            if r.ensemble_only and not model.is_ensemble:
+                continue
+            found.extend(_run(r, model, ctx))
+        refused[model.name] = any(d.severity == Severity.ERROR for d in found)
+        diagnostics.extend(found)
+    summaries = tuple(
+        ModelSummary(
+            name=m.name,
+            ok=not refused[m.name],
+            versions=m.version_numbers,
+            platform=(m.config.platform or m.config.backend or None) if m.config is not None else None,
+        )
+        for m in repository.models
+    )
+    order = {m.name: i for i, m in enumerate(repository.models)}
+    diagnostics.sort(key=lambda d: (order.get(d.model or "", -1), d.code))
+    return Report(repository=repository, diagnostics=tuple(diagnostics), models=summaries)
+
+
+def validate_repository(location: str | Path, options: ValidateOptions | None = None) -> Report:
+    """The library entry point behind ``repo-builder validate``."""
+    return check_repository(scan_repository(location), options)

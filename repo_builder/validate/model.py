@@ -1,0 +1,175 @@
+"""What the validator works on (a scanned ``Repository``) and what it produces (``Diagnostic``s).
+
+The engine scans once; rules read these values and do no I/O of their own (except artifact rules that
+open ONNX or plan files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding. ``path`` is relative to the repository root where possible."""
+
+    code: str  # stable rule code, e.g. "RB101"
+    rule: str  # kebab-case rule name
+    severity: Severity
+    message: str  # Triton's own message where it has one
+    path: str
+    model: str | None = None
+    version: int | None = None
+    hint: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a rule yields; the engine adds code, rule name, model and default severity."""
+
+    message: str
+    path: Path | str | None = None  # default: the model's config.pbtxt (or its folder)
+    hint: str | None = None
+    version: int | None = None
+    severity: Severity | None = None  # overrides the rule's default when set
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file or folder inside a version folder (names relative to the version folder)."""
+
+    name: str
+    is_dir: bool
+    size: int | None = None
+    escapes: bool = False  # a symlink that leaves the repository
+
+
+@dataclass(frozen=True)
+class VersionDir:
+    """A subfolder of a model folder. ``number`` is None when Triton ignores it (``ignored`` says why)."""
+
+    name: str
+    path: Path
+    number: int | None
+    ignored: str | None = None  # Triton's own warning text when the folder is skipped
+    files: tuple[FileEntry, ...] = ()
+
+    def has(self, name: str) -> bool:
+        return any(f.name == name for f in self.files)
+
+    def entry(self, name: str) -> FileEntry | None:
+        for f in self.files:
+            if f.name == name:
+                return f
+        return None
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A subfolder of the repository: every one is a model to Triton, hidden ones too."""
+
+    name: str  # folder name (may contain surrogate escapes if not UTF-8)
+    path: Path
+    config_path: Path
+    config: model_config_pb2.ModelConfig | None  # None when missing or unparsable
+    config_text: str | None = None
+    config_problem: str | None = None  # why config is None although a config.pbtxt is there
+    config_line: int | None = None
+    config_column: int | None = None
+    versions: tuple[VersionDir, ...] = ()  # every subfolder, loaded or ignored
+    files: tuple[FileEntry, ...] = ()  # entries directly in the model folder (labels files live here)
+    problem: str | None = None  # the model folder itself is unusable (unreadable, escaping symlink ...)
+
+    @property
+    def has_config_file(self) -> bool:
+        return self.config_text is not None or self.config_problem is not None
+
+    @property
+    def version_numbers(self) -> tuple[int, ...]:
+        return tuple(sorted(v.number for v in self.versions if v.number is not None))
+
+    def version(self, number: int) -> VersionDir | None:
+        for v in self.versions:
+            if v.number == number:
+                return v
+        return None
+
+    @property
+    def is_ensemble(self) -> bool:
+        return self.config is not None and self.config.platform == "ensemble"
+
+
+@dataclass(frozen=True)
+class Repository:
+    root: Path
+    models: tuple[ModelEntry, ...]
+    location: str = ""  # what the user named (a local path or an s3:// URL)
+    problems: tuple[str, ...] = ()  # repository-level problems found while scanning
+
+    def model(self, name: str) -> ModelEntry | None:
+        for m in self.models:
+            if m.name == name:
+                return m
+        return None
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    strict: bool = False  # Triton's --disable-auto-complete-config
+    triton_release: str | None = None  # e.g. "24.08", for TensorRT version checks
+    allow_pending: bool = False  # TensorRT plans still to be compiled are warnings, not errors
+    gpu_present: bool = False  # KIND_GPU instance groups load only with a GPU
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    repository: Repository
+    options: ValidateOptions
+    # Name of a model -> True when the engine has already found an error on it (ensembles are
+    # judged after their members, and a refused member makes the ensemble refused).
+    refused: Mapping[str, bool] = field(default_factory=dict)
+
+
+CheckFn = Callable[[ModelEntry, RuleContext], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A check with a stable code. Its docstring (``doc``) is the user manual for docs/rules.md."""
+
+    code: str
+    name: str
+    severity: Severity
+    check: CheckFn
+    doc: str
+    ensemble_only: bool = False  # run after every non-ensemble model has been judged
+
+
+def rule(code: str, name: str, severity: Severity = Severity.ERROR, *, ensemble_only: bool = False) -> Callable[[CheckFn], Rule]:
+    """Decorator turning a check function into a ``Rule``; the function's docstring is its documentation."""
+
+    def wrap(fn: CheckFn) -> Rule:
+        if not fn.__doc__:
+            raise TypeError(f"rule {code} ({name}) needs a docstring: it is the rule's documentation")
+        import inspect
+
+        return Rule(code, name, severity, fn, inspect.cleandoc(fn.__doc__), ensemble_only)
+
+    return wrap
