@@ -30,7 +30,7 @@ class InternalError(RepoBuilderError):
     """A bug or an environment failure that is not the user's input; shown with its traceback."""
 
 
-def require(module: str, extra: str, purpose: str):  # noqa: ANN201 - returns a module
+def require(module: str, extra: str, purpose: str):
     """Import an optional heavy module lazily, turning ImportError into a one-line UserError."""
     import importlib
 

@@ -185,7 +185,7 @@ class Profile:
 
     shapes: tuple[tuple[str, ShapeRange], ...] = ()
 
-    def add(self, name: str, min: tuple[int, ...], opt: tuple[int, ...], max: tuple[int, ...]) -> Profile:  # noqa: A002
+    def add(self, name: str, min: tuple[int, ...], opt: tuple[int, ...], max: tuple[int, ...]) -> Profile:
         rest = tuple((n, r) for n, r in self.shapes if n != name)
         return Profile((*rest, (name, ShapeRange(tuple(min), tuple(opt), tuple(max)))))
 

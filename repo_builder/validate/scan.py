@@ -88,7 +88,7 @@ def read_config(path: Path) -> tuple[object | None, str | None, str | None, int 
         line, column = exc.GetLine(), exc.GetColumn()
         message = str(exc)
         return None, text, f"failed to parse {CONFIG_FILE}: {message}", line, column
-    except Exception as exc:  # noqa: BLE001 - protobuf raises odd types on deeply mangled input
+    except Exception as exc:
         return None, text, f"failed to parse {CONFIG_FILE}: {exc}", None, None
     return config, text, None, None, None
 
