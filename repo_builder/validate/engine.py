@@ -47,6 +47,27 @@ def _run(rule: Rule, model: ModelEntry, ctx: RuleContext) -> list[Diagnostic]:
     return out
 
 
+def judging_order(repository: Repository) -> list[ModelEntry]:
+    """Members before the ensembles that use them (nested ensembles too), so ensemble rules can ask
+    whether a member was refused. Cycles are left to the cycle rule: their models come last, by name."""
+    plain = sorted((m for m in repository.models if not m.is_ensemble), key=lambda m: m.name)
+    pending = {m.name: m for m in repository.models if m.is_ensemble}
+    done = {m.name for m in plain}
+    ordered = list(plain)
+    while pending:
+        ready = sorted(
+            name
+            for name, m in pending.items()
+            if all(s.model_name in done or s.model_name not in pending for s in m.config.ensemble_scheduling.step)
+        )
+        if not ready:  # a cycle: judge what remains in name order
+            ready = sorted(pending)
+        for name in ready:
+            ordered.append(pending.pop(name))
+            done.add(name)
+    return ordered
+
+
 def check_repository(repository: Repository, options: ValidateOptions | None = None, rules: tuple[Rule, ...] | None = None) -> Report:
     """Judge a scanned repository: members first, then ensembles, which see their members' verdicts."""
     if rules is None:
@@ -57,9 +78,7 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     diagnostics: list[Diagnostic] = []
     refused: dict[str, bool] = {}
     ctx = RuleContext(repository, options, refused)
-    # Ensembles go last, so ensemble rules can ask whether a member was refused.
-    ordered = sorted(repository.models, key=lambda m: (m.is_ensemble, m.name))
-    for model in ordered:
+    for model in judging_order(repository):
         found: list[Diagnostic] = []
         for r in rules:
             if r.ensemble_only and not model.is_ensemble:

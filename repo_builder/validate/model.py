@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,11 +124,13 @@ class Repository:
     location: str = ""  # what the user named (a local path or an s3:// URL)
     problems: tuple[str, ...] = ()  # repository-level problems found while scanning
 
+    @cached_property
+    def _by_name(self) -> dict[str, ModelEntry]:
+        # Ensemble rules look members up constantly; a 1,000-model repository made the scan quadratic.
+        return {m.name: m for m in self.models}
+
     def model(self, name: str) -> ModelEntry | None:
-        for m in self.models:
-            if m.name == name:
-                return m
-        return None
+        return self._by_name.get(name)
 
 
 @dataclass(frozen=True)

@@ -47,3 +47,18 @@ def test_report_exit_code_counts_warnings_only_when_asked(tmp_path: Path) -> Non
     assert report.ok
     assert report.exit_code() == 0
     assert report.exit_code(Severity.WARNING) == 1
+
+
+def test_engine_orders_nested_ensembles_after_their_inner_ensemble_when_names_sort_first(tmp_path: Path) -> None:
+    from repo_builder.validate.engine import judging_order
+
+    configs = {
+        "a_outer": 'name: "a_outer"\nplatform: "ensemble"\nensemble_scheduling { step [{model_name: "b_inner"}] }\n',
+        "b_inner": 'name: "b_inner"\nplatform: "ensemble"\nensemble_scheduling { step [{model_name: "c_leaf"}] }\n',
+        "c_leaf": 'name: "c_leaf"\nbackend: "python"\n',
+    }
+    for name, text in configs.items():
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(text)
+    order = [m.name for m in judging_order(scan_repository(tmp_path))]
+    assert order == ["c_leaf", "b_inner", "a_outer"]

@@ -1,0 +1,304 @@
+"""RB2xx: config parsing, tensor declarations, batch IO, labels, warmup; one breaking and one passing
+repository per rule, validated through the engine with every registered rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rule_repo_helpers import IO, errors, found, python_model, validate, write_model
+
+from repo_builder.validate.model import Severity
+
+
+def test_config_parses_fails_with_line_and_column_when_field_is_unknown(tmp_path: Path) -> None:
+    write_model(tmp_path, "m", 'name: "m"\nbackend: "python"\nmax_batch_sise: 8\n', {"1/model.py": "x = 1\n"})
+    [d] = found(validate(tmp_path), "RB201", "m")
+    assert d.severity == Severity.ERROR
+    assert "max_batch_sise" in d.message
+    assert (d.line, d.column) == (3, 1)
+
+
+def test_config_parses_passes_when_text_is_valid(tmp_path: Path) -> None:
+    python_model(tmp_path, "m")
+    report = validate(tmp_path)
+    assert not found(report, "RB201")
+    assert report.ok
+
+
+def test_io_fields_fail_with_triton_text_when_strict_and_data_type_missing(tmp_path: Path) -> None:
+    python_model(
+        tmp_path, "m", 'input [ { name: "x" dims: [ 4 ] } ]\noutput [ { name: "y" data_type: TYPE_FP32 } ]\n'
+    )
+    report = validate(tmp_path, strict=True)
+    assert {d.message for d in found(report, "RB202")} == {
+        "model input 'x' must specify 'data_type' for m",
+        "model output 'y' must specify 'dims' for m",
+    }
+    assert all(d.severity == Severity.ERROR for d in found(report, "RB202"))
+
+
+def test_io_fields_fail_by_default_when_backend_fills_in_nothing(tmp_path: Path) -> None:
+    # model.py has no auto_complete_config, so Triton checks the config as written.
+    python_model(tmp_path, "m", 'input [ { name: "x" data_type: TYPE_FP32 } ]\n' + IO)
+    [d] = found(validate(tmp_path), "RB202")
+    assert d.severity == Severity.ERROR
+    assert d.message == "model input 'x' must specify 'dims' for m"
+
+
+def test_io_fields_note_needs_model_file_when_backend_autocompletes(tmp_path: Path) -> None:
+    write_model(tmp_path, "m", 'name: "m"\nbackend: "onnxruntime"\ninput [ { name: "x" dims: [ 4 ] } ]\n')
+    [d] = found(validate(tmp_path), "RB202")
+    assert d.severity == Severity.INFO
+    assert "needs the model file" in d.message
+    assert found(validate(tmp_path, strict=True), "RB202")[0].severity == Severity.ERROR
+
+
+def test_io_fields_pass_when_declared(tmp_path: Path) -> None:
+    python_model(tmp_path, "m")
+    assert not found(validate(tmp_path, strict=True), "RB202")
+
+
+@pytest.mark.parametrize(
+    ("tensor", "max_batch_size", "message"),
+    [
+        (
+            "dims: [ 1, 0, 28 ]",
+            8,
+            "model input 'x' dimension must be integer >= 1, or -1 to indicate a variable-size dimension",
+        ),
+        (
+            "dims: [ 1, 3, 2 ] reshape { shape: [ 5 ] }",
+            4,
+            "model input 'x' has different size for dims and reshape",
+        ),
+        (
+            "dims: [ 2, -1 ] reshape { shape: [ 2, 2 ] }",
+            0,
+            "model input 'x' has different size for dims and reshape",
+        ),
+        (
+            "dims: [ 2, -1 ] reshape { shape: [ 2, -1, -1 ] }",
+            0,
+            "model input 'x' has different number of variable-size dimensions for dims and reshape",
+        ),
+        (
+            "dims: [ 2, 2 ] reshape { shape: [ 0 ] }",
+            4,
+            "model input 'x' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension",
+        ),
+        (
+            "dims: [ 1 ] reshape { shape: [ ] }",
+            0,
+            "model input 'x' cannot have empty reshape for non-batching model as scalar tensors are not supported",
+        ),
+    ],
+)
+def test_io_shapes_fail_with_triton_text_when_dims_or_reshape_are_wrong(
+    tmp_path: Path, tensor: str, max_batch_size: int, message: str
+) -> None:
+    body = f'input [ {{ name: "x" data_type: TYPE_FP32 {tensor} }} ]\n' + IO
+    python_model(tmp_path, "m", body, max_batch_size=max_batch_size)
+    assert [d.message for d in found(validate(tmp_path), "RB203")] == [f"{message} for m"]
+
+
+@pytest.mark.parametrize(
+    ("tensor", "max_batch_size"),
+    [
+        ("dims: [ 2, 4, -1, 6 ] reshape { shape: [ 8, -1, 1, 6 ] }", 0),
+        ("dims: [ 1 ] reshape { shape: [ ] }", 8),
+        ("dims: [ -1, 3 ]", 0),
+    ],
+)
+def test_io_shapes_pass_when_dims_and_reshape_agree(tmp_path: Path, tensor: str, max_batch_size: int) -> None:
+    python_model(
+        tmp_path, "m", f'input [ {{ name: "x" data_type: TYPE_FP32 {tensor} }} ]\n' + IO, max_batch_size
+    )
+    assert not found(validate(tmp_path), "RB203")
+
+
+def test_io_features_fail_when_shape_tensor_is_not_tensorrt(tmp_path: Path) -> None:
+    body = 'input [ { name: "x" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true } ]\n' + IO
+    python_model(tmp_path, "m", body)
+    assert [d.message for d in found(validate(tmp_path), "RB204")] == [
+        "shape tensors are only supported for TensorRT platform for m"
+    ]
+
+
+def test_io_features_fail_when_nchw_input_has_two_dims(tmp_path: Path) -> None:
+    python_model(
+        tmp_path,
+        "m",
+        'input [ { name: "x" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 28, 28 ] } ]\n' + IO,
+    )
+    assert [d.message for d in found(validate(tmp_path), "RB204")] == [
+        "model input NHWC/NCHW require 3 dims for m"
+    ]
+
+
+def test_io_features_pass_when_nchw_input_has_three_dims(tmp_path: Path) -> None:
+    python_model(
+        tmp_path,
+        "m",
+        'input [ { name: "x" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 1, 28, 28 ] } ]\n' + IO,
+    )
+    assert not found(validate(tmp_path), "RB204")
+
+
+def test_duplicate_names_warn_when_input_declared_twice(tmp_path: Path) -> None:
+    python_model(tmp_path, "m", 'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n' + IO)
+    report = validate(tmp_path)
+    [d] = found(report, "RB205")
+    assert d.severity == Severity.WARNING and "INPUT0" in d.message
+    assert report.ok
+
+
+def test_duplicate_names_pass_when_unique(tmp_path: Path) -> None:
+    python_model(tmp_path, "m")
+    assert not found(validate(tmp_path), "RB205")
+
+
+BATCH_IO = IO.replace("dims: [ 4 ] } ]\noutput", "dims: [ -1 ] } ]\noutput")
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        (
+            'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_FP32 } ]',
+            "batch input kind 'BATCH_ELEMENT_COUNT' expects 1 source input, got 0",
+        ),
+        (
+            'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_FP32 source_input: "NOPE" } ]',
+            "unknown source input name 'NOPE'",
+        ),
+        (
+            'batch_output [ { kind: BATCH_SCATTER_WITH_INPUT_SHAPE target_name: ["OUTPUT0", "OUTPUT0"] source_input: "INPUT0" } ]',
+            "target output name 'OUTPUT0' can only be specified once",
+        ),
+        (
+            'batch_output [ { kind: BATCH_SCATTER_WITH_INPUT_SHAPE target_name: "NOPE" source_input: "INPUT0" } ]',
+            "unknown target output name 'NOPE'",
+        ),
+    ],
+)
+def test_batch_io_fails_with_triton_text_when_sources_or_targets_are_wrong(
+    tmp_path: Path, block: str, message: str
+) -> None:
+    python_model(tmp_path, "m", BATCH_IO + block + "\n", max_batch_size=4)
+    assert [d.message for d in found(validate(tmp_path), "RB206")] == [f"{message} for m"]
+
+
+def test_batch_io_passes_when_source_and_target_exist(tmp_path: Path) -> None:
+    block = (
+        'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_FP32 source_input: "INPUT0" } ]\n'
+        'batch_output [ { kind: BATCH_SCATTER_WITH_INPUT_SHAPE target_name: "OUTPUT0" source_input: "INPUT0" } ]\n'
+    )
+    python_model(tmp_path, "m", BATCH_IO + block, max_batch_size=4)
+    assert not found(validate(tmp_path), "RB206")
+
+
+LABELLED = """\
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]
+"""
+
+
+def test_label_files_fail_when_labels_file_is_missing(tmp_path: Path) -> None:
+    python_model(tmp_path, "m", LABELLED)
+    [d] = found(validate(tmp_path), "RB207")
+    assert "labels.txt" in d.message and d.severity == Severity.ERROR
+    assert d.path == "m/labels.txt"
+
+
+def test_label_files_fail_when_path_leaves_model_folder(tmp_path: Path) -> None:
+    python_model(tmp_path, "m", LABELLED.replace('"labels.txt"', '"../labels.txt"'))
+    (tmp_path / "labels.txt").write_text("cat\n")
+    [d] = found(validate(tmp_path), "RB207")
+    assert "is outside model directory" in d.message
+
+
+def test_label_files_pass_when_labels_file_is_beside_config(tmp_path: Path) -> None:
+    python_model(tmp_path, "m", LABELLED, files={"labels.txt": "a\nb\nc\nd\n"})
+    report = validate(tmp_path)
+    assert not found(report, "RB207")
+    assert report.ok
+
+
+def _warmup(inputs: str) -> str:
+    return (
+        IO
+        + f'model_warmup [ {{ name: "w" batch_size: 1 inputs {{ key: "INPUT0" value {{ {inputs} }} }} }} ]\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("inputs", "files", "message"),
+    [
+        (
+            "data_type: TYPE_FP32 dims: [ -1 ] zero_data: true",
+            {},
+            "warmup setting expects all variable-size dimensions are specified for input 'INPUT0'",
+        ),
+        (
+            "data_type: TYPE_FP32 dims: [ 4 ]",
+            {},
+            "warmup setting expects input 'INPUT0' to have input_data_type set",
+        ),
+        (
+            'data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "in.bin"',
+            {},
+            "warmup data file 'in.bin' for input 'INPUT0' does not exist in m/warmup/",
+        ),
+        (
+            'data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "in.bin"',
+            {"warmup/in.bin": b"\0" * 8},
+            "warmup setting expects 16 bytes, but the data provided from in.bin only has 8 bytes",
+        ),
+    ],
+)
+def test_model_warmup_fails_when_sample_cannot_be_built(
+    tmp_path: Path, inputs: str, files: dict[str, bytes], message: str
+) -> None:
+    python_model(tmp_path, "m", _warmup(inputs), files=files)
+    assert message in [d.message for d in errors(validate(tmp_path), "m")]
+
+
+def test_model_warmup_passes_when_data_file_is_big_enough(tmp_path: Path) -> None:
+    inputs = 'data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "in.bin"'
+    python_model(tmp_path, "m", _warmup(inputs), files={"warmup/in.bin": b"\0" * 16})
+    report = validate(tmp_path)
+    assert not found(report, "RB208")
+    assert report.ok
+
+
+METRIC = 'metric_identifier { family: "nv_inference_first_response_histogram_ms" }'
+
+
+@pytest.mark.parametrize(
+    ("control", "message"),
+    [
+        ("histogram_options { buckets: [ 1 ] }", "metric control must specify 'metric_identifier'"),
+        (
+            'metric_identifier { family: "" } histogram_options { buckets: [ 1 ] }',
+            "metric identifier must specify non-empty 'family'",
+        ),
+        (METRIC, "metric control must specify 'histogram_options'"),
+        (METRIC + " histogram_options { }", "histogram options must specify non-empty 'buckets'"),
+    ],
+)
+def test_model_metrics_fail_with_triton_text_when_incomplete(
+    tmp_path: Path, control: str, message: str
+) -> None:
+    python_model(tmp_path, "m", IO + f"model_metrics {{ metric_control [ {{ {control} }} ] }}\n")
+    assert [d.message for d in found(validate(tmp_path), "RB209")] == [message]
+
+
+def test_model_metrics_pass_when_histogram_has_buckets(tmp_path: Path) -> None:
+    python_model(
+        tmp_path,
+        "m",
+        IO
+        + f"model_metrics {{ metric_control [ {{ {METRIC} histogram_options {{ buckets: [ 1, 10 ] }} }} ] }}\n",
+    )
+    assert not found(validate(tmp_path), "RB209")
