@@ -1,0 +1,336 @@
+"""A local Hugging Face sequence-classification folder -> model.onnx + signature.json + tokenizer/ + labels.txt."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from repo_builder.errors import UserError, require
+from repo_builder.export.exporter import DEFAULT_OPSET, check_opset, export_module
+from repo_builder.export.onnx_io import check_onnx, sha256_file
+from repo_builder.export.parity import (
+    DEFAULT_TOLERANCE,
+    check_tolerance,
+    run_parity,
+    text_cases,
+    torch_reference,
+)
+from repo_builder.export.progress import Steps
+from repo_builder.export.signature_build import (
+    LABELS_FILE,
+    ONNX_FILE,
+    build_signature,
+    package_versions,
+    write_labels,
+)
+from repo_builder.export.staging import staged_output
+from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, write_signature
+
+TOKENIZER_DIR = "tokenizer"
+OUTPUT_NAME = "logits"
+# Graph inputs in this order; a model gets only those its tokenizer emits and its forward() accepts.
+KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# int64: what tokenizers return and torch embeddings index with, so the graph needs no Cast; recorded in
+# signature.json so Triton configs say TYPE_INT64 (the classic INT32-vs-INT64 mismatch cannot happen).
+INPUT_DTYPE = "int64"
+HEAD_SEED = 0  # an untrained classification head is initialised from this seed: reproducible exports
+TRACE_SHAPE = (2, 16)
+PAD_TO_MULTIPLE_OF = 8
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
+
+
+def export_text_classifier(
+    model_dir: Path,
+    out_dir: Path,
+    *,
+    opset: int = DEFAULT_OPSET,
+    max_length: int | None = None,
+    check_parity: bool = True,
+    tolerance: float = DEFAULT_TOLERANCE,
+    progress: bool = False,
+) -> OnnxArtifact:
+    """Export a sequence classifier with dynamic batch and sequence axes, its fast tokenizer and labels."""
+    tolerance = check_tolerance(tolerance)
+    torch = require("torch", "export", "text-classifier export")
+    require("transformers", "export", "text-classifier export")
+    opset = check_opset(opset)
+    model_dir = _check_model_dir(Path(model_dir))
+    steps = Steps(progress)
+    with steps.step(f"loading {model_dir.name}"):
+        config = _load_config(model_dir)
+        model, newly_initialized = _load_model(model_dir)
+        tokenizer = _load_tokenizer(model_dir)
+    input_names = select_input_names(model, tokenizer)
+    length = _resolve_max_length(config, tokenizer, max_length)
+    labels = label_names(config)
+    wrapper = _LogitsOnly.create(torch, model, input_names)
+    vocab_size = int(getattr(config, "vocab_size", 0) or len(tokenizer))
+    type_vocab_size = int(getattr(config, "type_vocab_size", 2) or 1)
+    pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in input_names} | {OUTPUT_NAME: {0: "batch"}}
+
+    with staged_output(out_dir) as staging:
+        onnx_path = staging / ONNX_FILE
+        trace_shape = (TRACE_SHAPE[0], min(TRACE_SHAPE[1], length))
+        # Traced with a padded second row so no "mask is all ones" shortcut can be frozen into the graph.
+        (example,) = text_cases(
+            input_names,
+            [trace_shape],
+            vocab_size=vocab_size,
+            type_vocab_size=type_vocab_size,
+            pad_token_id=pad_id,
+            seed=HEAD_SEED,
+        )
+        with steps.step(f"exporting ONNX (opset {opset})"):
+            export_module(
+                wrapper,
+                [torch.from_numpy(example[name]) for name in input_names],
+                onnx_path,
+                input_names=input_names,
+                output_names=[OUTPUT_NAME],
+                dynamic_axes=dynamic_axes,
+                opset=opset,
+            )
+            check_onnx(onnx_path)
+        parity = ()
+        if check_parity:
+            cases = text_cases(
+                input_names,
+                parity_shapes(length),
+                vocab_size=vocab_size,
+                type_vocab_size=type_vocab_size,
+                pad_token_id=pad_id,
+            )
+            with steps.step(f"checking parity with ONNX Runtime ({len(cases)} shapes)"):
+                parity = run_parity(
+                    onnx_path, torch_reference(wrapper, input_names), cases, tolerance=tolerance
+                )
+        tokenizer_dir = staging / TOKENIZER_DIR
+        _save_tokenizer(tokenizer, tokenizer_dir)
+        written_labels = write_labels(labels, staging / LABELS_FILE)
+        metadata: dict[str, Any] = {
+            "task": "text-classification",
+            "source": {
+                "model_dir": str(model_dir.resolve()),
+                "model_type": getattr(config, "model_type", None),
+                "architecture": type(model).__name__,
+                "weights": "local folder",
+                # Weights the folder lacked (e.g. a classification head on a bare encoder): random, seeded.
+                "newly_initialized": newly_initialized,
+                "head_seed": HEAD_SEED,
+            },
+            "source_sha256": folder_weights_sha256(model_dir),
+            **package_versions("transformers", "tokenizers"),
+            "num_labels": len(written_labels),
+            "input_dtype": INPUT_DTYPE,
+            "parity_tolerance": tolerance,
+            "preprocess": {
+                "tokenizer_dir": TOKENIZER_DIR,
+                "max_length": length,
+                "input_names": list(input_names),
+                "pad_to_multiple_of": PAD_TO_MULTIPLE_OF,
+                "padding_side": getattr(tokenizer, "padding_side", "right"),
+                "pad_token_id": tokenizer.pad_token_id,
+                "truncation": True,
+            },
+        }
+        signature = build_signature(onnx_path, intended_axes=dynamic_axes, metadata=metadata, parity=parity)
+        write_signature(signature, staging)
+
+    out_dir = Path(out_dir)
+    return OnnxArtifact(
+        onnx_path=out_dir / ONNX_FILE,
+        signature_path=out_dir / SIGNATURE_FILE,
+        signature=signature,
+        tokenizer_dir=out_dir / TOKENIZER_DIR,
+        labels=written_labels,
+    )
+
+
+def parity_shapes(max_length: int) -> list[tuple[int, int]]:
+    """(batch, sequence): one sequence at the maximum length, a mid batch, the largest batch at an odd length."""
+    return [(1, max_length), (4, min(32, max_length)), (8, min(13, max_length))]
+
+
+class _LogitsOnly:
+    """Builds a torch module calling the HF model with keyword inputs in a fixed order, returning logits."""
+
+    @staticmethod
+    def create(torch: Any, model: Any, input_names: list[str]) -> Any:
+        class LogitsOnly(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.model = model
+
+            def forward(self, *inputs: Any) -> Any:
+                return self.model(**dict(zip(input_names, inputs, strict=True)), return_dict=True).logits
+
+        return LogitsOnly().eval()
+
+
+def _check_model_dir(model_dir: Path) -> Path:
+    if not model_dir.exists():
+        raise UserError(
+            f"--model {model_dir}: no such folder; give a Hugging Face model folder (save_pretrained)"
+        )
+    if not model_dir.is_dir():
+        raise UserError(
+            f"--model {model_dir}: is a file; give the Hugging Face model folder that holds config.json"
+        )
+    if not (model_dir / "config.json").is_file():
+        raise UserError(f"--model {model_dir}: no config.json; give a folder written by save_pretrained")
+    return model_dir
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load-report logging and progress bars; what matters goes into the signature."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:300] + "...") if len(text) > 300 else (text or type(exc).__name__)
+
+
+def _load_config(model_dir: Path) -> Any:
+    import transformers
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config_file = model_dir / "config.json"
+    try:
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"{config_file}: not a readable JSON config ({_one_line(exc)})") from None
+    model_type = raw.get("model_type") if isinstance(raw, dict) else None
+    if not isinstance(model_type, str) or not model_type:
+        raise UserError(f"{config_file}: has no 'model_type'; re-save the model with save_pretrained")
+    if model_type not in CONFIG_MAPPING:
+        raise UserError(
+            f"{config_file}: unknown architecture model_type '{model_type}' "
+            f"(transformers {transformers.__version__} does not know it)"
+        )
+    try:
+        with _quiet_transformers():
+            return AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
+    except Exception as exc:  # JSON, unknown model_type and I/O errors surface as several types
+        raise UserError(
+            f"--model {model_dir}: unreadable or unsupported config.json ({_one_line(exc)})"
+        ) from None
+
+
+def _load_model(model_dir: Path) -> tuple[Any, list[str]]:
+    """The model in eval mode with eager attention, and the weights it had to initialise itself."""
+    torch = require("torch", "export", "text-classifier export")
+    from transformers import AutoModelForSequenceClassification
+
+    # Eager attention traces to plain MatMul/Softmax that ONNX Runtime and TensorRT both fuse; SDPA traces
+    # too but adds NaN guards. Parity below compares against this same module.
+    try:
+        with _quiet_transformers(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(HEAD_SEED)
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                str(model_dir), local_files_only=True, attn_implementation="eager", output_loading_info=True
+            )
+    except ValueError as exc:
+        message = _one_line(exc)
+        if "Unrecognized configuration class" in message or "model type" in message.lower():
+            raise UserError(
+                f"--model {model_dir}: this architecture has no sequence-classification model in transformers "
+                f"({message[:200]})"
+            ) from None
+        raise UserError(f"--model {model_dir}: cannot load the model ({message})") from None
+    except Exception as exc:  # missing/corrupt weights: OSError, SafetensorError, pickle errors ...
+        raise UserError(f"--model {model_dir}: cannot load the model weights ({_one_line(exc)})") from None
+    return model.eval().float(), sorted(info.get("missing_keys", []))
+
+
+def _load_tokenizer(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        with _quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True, use_fast=True)
+    except Exception as exc:
+        raise UserError(f"--model {model_dir}: cannot load its tokenizer ({_one_line(exc)})") from None
+    if not getattr(tokenizer, "is_fast", False) or getattr(tokenizer, "backend_tokenizer", None) is None:
+        raise UserError(
+            f"--model {model_dir}: has no fast tokenizer (tokenizer.json); the serving step needs one"
+        )
+    return tokenizer
+
+
+def select_input_names(model: Any, tokenizer: Any) -> list[str]:
+    """The inputs the tokenizer emits and the model's forward() accepts, in KNOWN_INPUTS order."""
+    accepted = set(inspect.signature(model.forward).parameters)
+    emitted = set(getattr(tokenizer, "model_input_names", ()) or ("input_ids", "attention_mask"))
+    names = [name for name in KNOWN_INPUTS if name in accepted and name in emitted]
+    if "input_ids" not in names:
+        raise UserError(
+            f"{type(model).__name__}: takes no input_ids from its tokenizer (model_input_names={sorted(emitted)})"
+        )
+    return names
+
+
+def _resolve_max_length(config: Any, tokenizer: Any, requested: int | None) -> int:
+    limits = [
+        int(value)
+        for value in (
+            getattr(config, "max_position_embeddings", None),
+            getattr(tokenizer, "model_max_length", None),
+        )
+        if isinstance(value, int | float) and 0 < value < 1_000_000  # tokenizers use 1e30 for "no limit"
+    ]
+    limit = min(limits) if limits else None
+    if requested is None:
+        if limit is None:
+            raise UserError("the model states no maximum sequence length; pass --max-length N")
+        return limit
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        raise UserError(f"--max-length {requested!r}: must be a positive integer")
+    if limit is not None and requested > limit:
+        raise UserError(f"--max-length {requested}: the model handles at most {limit} tokens")
+    return requested
+
+
+def label_names(config: Any) -> list[str]:
+    """id2label in index order; a config without names gets LABEL_i, as transformers itself defaults."""
+    num_labels = int(getattr(config, "num_labels", 0) or 0)
+    id2label = {int(k): str(v) for k, v in (getattr(config, "id2label", None) or {}).items()}
+    return [id2label.get(index, f"LABEL_{index}") for index in range(num_labels)]
+
+
+def _save_tokenizer(tokenizer: Any, target: Path) -> None:
+    tokenizer.save_pretrained(str(target))
+    if not (target / "tokenizer.json").is_file():  # the Python-backend step loads it with `tokenizers`
+        tokenizer.backend_tokenizer.save(str(target / "tokenizer.json"))
+
+
+def folder_weights_sha256(model_dir: Path) -> str:
+    """One hash over config.json and every weights file (name and content), in name order."""
+    digest = hashlib.sha256()
+    files = sorted(
+        p
+        for p in model_dir.iterdir()
+        if p.is_file() and (p.name == "config.json" or p.suffix in WEIGHT_SUFFIXES)
+    )
+    for path in files:
+        digest.update(f"{path.name} {sha256_file(path)}\n".encode())
+    return digest.hexdigest()
