@@ -1,0 +1,223 @@
+"""Pure functions from a Signature and pipeline settings to template contexts (plain dicts).
+
+Nothing here reads files or imports heavy packages, so every context is easy to test and to diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from repo_builder import dtypes
+from repo_builder.errors import UserError
+from repo_builder.spec import Signature, TensorSpec
+
+# One Python instance per step: these machines share few cores and the steps are numpy-bound.
+DEFAULT_INSTANCE_COUNT = 1
+
+
+def preferred_batch_sizes(max_batch_size: int) -> tuple[int, ...]:
+    """Powers of two from 2 up to, and always including, max_batch_size (so every size fits it)."""
+    if max_batch_size < 1:
+        raise UserError(f"--max-batch-size must be >= 1 (dynamic batching needs batching), got {max_batch_size}")
+    sizes = []
+    size = 2
+    while size < max_batch_size:
+        sizes.append(size)
+        size *= 2
+    sizes.append(max_batch_size)
+    return tuple(sizes)
+
+
+def batching_context(max_batch_size: int, max_queue_delay_us: int) -> dict[str, Any]:
+    if max_queue_delay_us < 0:
+        raise UserError(f"max queue delay must be >= 0 microseconds, got {max_queue_delay_us}")
+    return {"preferred_batch_sizes": list(preferred_batch_sizes(max_batch_size)), "max_queue_delay_us": max_queue_delay_us}
+
+
+def tensor_context(name: str, dtype: str, dims: Sequence[int]) -> dict[str, Any]:
+    """One config tensor: ``dtype`` is a numpy name, ``dims`` exclude the batch axis."""
+    return {"name": name, "data_type": dtypes.from_numpy(dtype).triton, "dims": [int(d) for d in dims]}
+
+
+def signature_tensor(spec: TensorSpec, batch_axis: int | None) -> dict[str, Any]:
+    return tensor_context(spec.name, spec.dtype, spec.triton_dims(batch_axis))
+
+
+def require_batch_axis(signature: Signature, origin: str) -> None:
+    if signature.batch_axis != 0:
+        raise UserError(f"{origin}: the model's batch axis is {signature.batch_axis!r}; a batching pipeline needs it first (0)")
+
+
+def config_context(
+    name: str,
+    *,
+    inputs: Sequence[Mapping[str, Any]],
+    outputs: Sequence[Mapping[str, Any]],
+    max_batch_size: int,
+    max_queue_delay_us: int,
+    kind: str,
+    comment: str,
+    instance_count: int = DEFAULT_INSTANCE_COUNT,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The context every non-ensemble config template takes (plus per-platform ``extra`` keys)."""
+    if kind not in ("KIND_CPU", "KIND_GPU"):
+        raise ValueError(f"unknown instance kind {kind}")
+    if instance_count < 1:
+        raise UserError(f"instance count must be >= 1, got {instance_count}")
+    return {
+        "name": name,
+        "comment": comment,
+        "max_batch_size": max_batch_size,
+        "inputs": [dict(t) for t in inputs],
+        "outputs": [dict(t) for t in outputs],
+        "batching": batching_context(max_batch_size, max_queue_delay_us),
+        "instance_group": {"count": instance_count, "kind": kind},
+        **extra,
+    }
+
+
+def ensemble_context(
+    name: str,
+    *,
+    inputs: Sequence[Mapping[str, Any]],
+    outputs: Sequence[Mapping[str, Any]],
+    member_max_batch_sizes: Sequence[int],
+    steps: Sequence[Mapping[str, Any]],
+    comment: str,
+    max_batch_size: int | None = None,
+) -> dict[str, Any]:
+    """An ensemble never allows a bigger batch than its smallest member (Triton refuses it otherwise)."""
+    limit = min(member_max_batch_sizes)
+    size = limit if max_batch_size is None else min(max_batch_size, limit)
+    return {
+        "name": name,
+        "comment": comment,
+        "max_batch_size": size,
+        "inputs": [dict(t) for t in inputs],
+        "outputs": [dict(t) for t in outputs],
+        "steps": [
+            {"model_name": s["model_name"], "input_map": dict(s["input_map"]), "output_map": dict(s["output_map"])}
+            for s in steps
+        ],
+    }
+
+
+def classification_outputs(top_k: int, num_classes: int) -> tuple[int, list[dict[str, Any]]]:
+    """The top-k outputs every classification pipeline returns: (k, tensors)."""
+    if top_k < 1:
+        raise UserError(f"--top-k must be >= 1, got {top_k}")
+    k = min(top_k, num_classes)
+    return k, [
+        tensor_context("LABELS", "object", [k]),
+        tensor_context("SCORES", "float32", [k]),
+        tensor_context("CLASS_IDS", "int64", [k]),
+    ]
+
+
+def single_logits_output(signature: Signature, origin: str) -> TensorSpec:
+    """The classifier's logits: its only output, shaped (batch, classes)."""
+    if len(signature.outputs) != 1:
+        names = ", ".join(t.name for t in signature.outputs)
+        raise UserError(f"{origin}: a classifier needs exactly one output (logits), found {names}")
+    logits = signature.outputs[0]
+    dims = logits.triton_dims(signature.batch_axis)
+    if len(dims) != 1 or dims[0] < 1:
+        raise UserError(f"{origin}: output '{logits.name}' must be (batch, classes) with a fixed class count, got {list(logits.shape)}")
+    if logits.dtype not in ("float16", "float32", "float64"):
+        raise UserError(f"{origin}: output '{logits.name}' must be floating point, got {logits.dtype}")
+    return logits
+
+
+def postprocess_context(name: str, model_name: str, logits: TensorSpec, top_k: int, num_classes: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "model_name": model_name,
+        "input_name": "LOGITS",
+        "top_k": min(top_k, num_classes),
+        "num_classes": num_classes,
+        "labels_file": "labels.txt",
+        "logits_dtype": logits.dtype,
+    }
+
+
+def image_preprocess_context(
+    name: str, model_name: str, model_input: TensorSpec, preprocess: Mapping[str, Any], *, draft_margin: int, origin: str
+) -> dict[str, Any]:
+    """From signature metadata ``preprocess``: resize (shorter side), crop, mean, std, interpolation, layout."""
+    try:
+        resize = int(preprocess["resize"])
+        crop = preprocess["crop"]
+        crop_hw = [int(crop), int(crop)] if isinstance(crop, int) else [int(c) for c in crop]
+        mean = [float(m) for m in preprocess["mean"]]
+        std = [float(s) for s in preprocess["std"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{origin}: metadata.preprocess needs resize, crop, mean and std ({exc!r}); re-run 'repo-builder export'") from None
+    interpolation = str(preprocess.get("interpolation", "bilinear")).lower()
+    if interpolation not in ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming"):
+        raise UserError(f"{origin}: unsupported interpolation '{interpolation}'")
+    layout = str(preprocess.get("layout", "NCHW")).upper()
+    if layout not in ("NCHW", "NHWC"):
+        raise UserError(f"{origin}: unsupported layout '{layout}', expected NCHW or NHWC")
+    if len(crop_hw) != 2 or len(mean) != 3 or len(std) != 3 or any(s == 0 for s in std):
+        raise UserError(f"{origin}: preprocess crop must be [h, w] and mean/std three non-zero values")
+    if resize < max(crop_hw):
+        raise UserError(f"{origin}: resize {resize} is smaller than the crop {crop_hw}")
+    return {
+        "name": name,
+        "model_name": model_name,
+        "input_name": "IMAGE",
+        "output_name": model_input.name,
+        "output_dtype": model_input.dtype,
+        "resize": resize,
+        "crop": crop_hw,
+        "mean": mean,
+        "std": std,
+        "interpolation": interpolation,
+        "layout": layout,
+        "draft_margin": draft_margin,
+    }
+
+
+# Which field of a `tokenizers` Encoding feeds which model input.
+ENCODING_FIELDS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+
+
+def text_preprocess_context(
+    name: str, model_name: str, inputs: Sequence[TensorSpec], preprocess: Mapping[str, Any], origin: str
+) -> dict[str, Any]:
+    outputs_map: dict[str, list[str]] = {}
+    for spec in inputs:
+        if spec.name not in ENCODING_FIELDS:
+            known = ", ".join(ENCODING_FIELDS)
+            raise UserError(f"{origin}: model input '{spec.name}' is not a tokenizer output (known: {known})")
+        if spec.dtype not in ("int32", "int64"):
+            raise UserError(f"{origin}: model input '{spec.name}' must be int32 or int64, got {spec.dtype}")
+        outputs_map[spec.name] = [ENCODING_FIELDS[spec.name], spec.dtype]
+    try:
+        max_length = int(preprocess["max_length"])
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"{origin}: metadata.preprocess.max_length is missing; re-run 'repo-builder export'") from None
+    if max_length < 1:
+        raise UserError(f"{origin}: metadata.preprocess.max_length must be >= 1, got {max_length}")
+    return {
+        "name": name,
+        "model_name": model_name,
+        "input_name": "TEXT",
+        "outputs": [{"name": s.name, "dtype": s.dtype} for s in inputs],
+        "outputs_map": outputs_map,
+        "max_length": max_length,
+        "pad_to_multiple_of": int(preprocess.get("pad_to_multiple_of", 8)),
+        "tokenizer_dir": "tokenizer",
+    }
+
+
+def onnx_python_model_context(name: str, signature: Signature, *, intra_op_threads: int = 0) -> dict[str, Any]:
+    return {
+        "name": name,
+        "model_file": "model.onnx",
+        "inputs_map": {t.name: t.dtype for t in signature.inputs},
+        "outputs_map": {t.name: t.dtype for t in signature.outputs},
+        "intra_op_threads": intra_op_threads,
+    }

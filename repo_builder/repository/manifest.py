@@ -1,0 +1,58 @@
+"""``repo-builder.json`` at the repository root: every built file's sha256 and the build settings.
+
+Triton treats only subfolders as models, so a file at the root is invisible to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from repo_builder import __version__
+
+MANIFEST_FILE = "repo-builder.json"
+MANIFEST_FORMAT = 1
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    """The current manifest, or an empty one when it is missing or unreadable (it is rewritten whole)."""
+    try:
+        data = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"format": MANIFEST_FORMAT, "models": {}}
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        return {"format": MANIFEST_FORMAT, "models": {}}
+    return data
+
+
+def update_manifest(out: Path, models: Sequence[Any], settings: Mapping[str, Any]) -> Path:
+    """Record the models just written (``StagedModel``s); other models' entries are kept."""
+    data = read_manifest(out)
+    built_at = datetime.now(UTC).isoformat(timespec="seconds")
+    for m in models:
+        entry = data["models"].setdefault(m.name, {})
+        entry["role"] = m.role
+        entry["config_sha256"] = m.config_sha256
+        versions = entry.setdefault("versions", {})
+        versions[str(m.version)] = {
+            "built_at": built_at,
+            "tool": f"repo-builder {__version__}",
+            "settings": dict(settings),
+            "files": dict(sorted(m.files.items())),
+        }
+    # Drop versions that no longer exist on disk, so the manifest describes what is there.
+    for name, entry in data["models"].items():
+        versions = entry.get("versions", {})
+        for number in list(versions):
+            if not (out / name / number).is_dir():
+                del versions[number]
+    data["format"] = MANIFEST_FORMAT
+    path = out / MANIFEST_FILE
+    tmp = out / f".{MANIFEST_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
