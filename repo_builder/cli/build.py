@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from repo_builder.cli.options import option_group
+from repo_builder.compile.settings import PRECISIONS
 from repo_builder.errors import UserError
 
 if TYPE_CHECKING:
@@ -23,29 +24,25 @@ def _log(message: str) -> None:
     click.echo(message, err=True)
 
 
-def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Model repository folder to write into (created if missing)."),
-        click.option("--name", default=None, help="Ensemble name clients call; members are NAME_preprocess, NAME_model, NAME_postprocess."),
-        click.option("--runtime", type=click.Choice(["auto", "tensorrt", "onnxruntime", "python"]), default="auto", show_default=True,
-                     help="Model step: TensorRT plan, Triton's ONNX Runtime backend, or ONNX Runtime inside the Python backend. "
-                          "auto: tensorrt with a GPU and TensorRT, else python."),
-        click.option("--max-batch-size", type=int, default=8, show_default=True, help="max_batch_size of every step (the ensemble never exceeds its members)."),
-        click.option("--version", "version", type=int, default=None, help="Version folder to write (default: the next free version of every step)."),
-        click.option("--force", is_flag=True, help="Replace an existing version folder."),
-        click.option("--templates", type=click.Path(path_type=Path), default=None, help="Folder of Jinja2 templates overriding the shipped ones by name."),
-        click.option("--top-k", type=int, default=5, show_default=True, help="How many labels and scores the ensemble returns."),
-        click.option("--labels", type=click.Path(path_type=Path), default=None, help="Labels file (one per line, in output order) instead of the model's own."),
-        click.option("--defer-compile", is_flag=True, help="tensorrt: write the ONNX and a compile recipe; build plans later with 'repo-builder compile-pending'."),
-        click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16", "int8"]), default="fp16", show_default=True, help="tensorrt: plan precision."),
-        click.option("--skip-parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch parity check during export."),
-        click.option("--live", is_flag=True, help="After building, load every model into the embedded Triton and send one request per ensemble."),
-        click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="--live: this tritonserver binary instead of the embedded one."),
-        click.option("--json", "as_json", is_flag=True, help='Print a JSON summary on stdout: {"repository", "ensemble", "models": [...]}.'),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+common_options = option_group(
+    click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Model repository folder to write into (created if missing)."),
+    click.option("--name", default=None, help="Ensemble name clients call; members are NAME_preprocess, NAME_model, NAME_postprocess."),
+    click.option("--runtime", type=click.Choice(["auto", "tensorrt", "onnxruntime", "python"]), default="auto", show_default=True,
+                 help="Model step: TensorRT plan, Triton's ONNX Runtime backend, or ONNX Runtime inside the Python backend. "
+                      "auto: tensorrt with a GPU and TensorRT, else python."),
+    click.option("--max-batch-size", type=int, default=8, show_default=True, help="max_batch_size of every step (the ensemble never exceeds its members)."),
+    click.option("--version", "version", type=int, default=None, help="Version folder to write (default: the next free version of every step)."),
+    click.option("--force", is_flag=True, help="Replace an existing version folder."),
+    click.option("--templates", type=click.Path(path_type=Path), default=None, help="Folder of Jinja2 templates overriding the shipped ones by name."),
+    click.option("--top-k", type=int, default=5, show_default=True, help="How many labels and scores the ensemble returns."),
+    click.option("--labels", type=click.Path(path_type=Path), default=None, help="Labels file (one per line, in output order) instead of the model's own."),
+    click.option("--defer-compile", is_flag=True, help="tensorrt: write the ONNX and a compile recipe; build plans later with 'repo-builder compile-pending'."),
+    click.option("--precision", type=click.Choice(PRECISIONS), default="fp16", show_default=True, help="tensorrt: plan precision."),
+    click.option("--skip-parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch parity check during export."),
+    click.option("--live", is_flag=True, help="After building, load every model into the embedded Triton and send one request per ensemble."),
+    click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="--live: this tritonserver binary instead of the embedded one."),
+    click.option("--json", "as_json", is_flag=True, help='Print a JSON summary on stdout: {"repository", "ensemble", "models": [...]}.'),
+)
 
 
 def _options(kwargs: dict[str, Any], default_name: str) -> tuple[BuildOptions, RuntimeChoice]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from repo_builder.cli.options import device_option
 from repo_builder.compile.settings import BUILDERS, PRECISIONS
 
 
@@ -29,7 +30,7 @@ from repo_builder.compile.settings import BUILDERS, PRECISIONS
 @click.option("--opt-level", type=click.IntRange(0, 5), default=None, help="TensorRT builder optimization level (0-5).")
 @click.option("--workspace", "workspace_mib", type=click.IntRange(min=1), default=None, help="Workspace memory pool limit, MiB.")
 @click.option("--per-capability", is_flag=True, help="Name the plan model_smXY.plan for cc_model_filenames (one repository, several GPU generations).")
-@click.option("--device", type=click.IntRange(min=0), default=0, show_default=True, help="GPU index to build on.")
+@device_option
 def command(
     onnx: Path,
     out_dir: Path,

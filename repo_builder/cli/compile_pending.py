@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from repo_builder.cli.options import device_option
 from repo_builder.compile.settings import BUILDERS
 
 
@@ -16,7 +17,7 @@ from repo_builder.compile.settings import BUILDERS
 @click.option("--keep-onnx", is_flag=True, help="Keep model.source.onnx after its plan is built (per-capability recipes always keep it).")
 @click.option("--triton-release", default=None, metavar="YY.MM", help="Check the plans' TensorRT version against this Triton release.")
 @click.option("--no-validate", "skip_validate", is_flag=True, help="Do not validate the repository afterwards.")
-@click.option("--device", type=click.IntRange(min=0), default=0, show_default=True, help="GPU index to build on.")
+@device_option
 def command(
     repository: Path,
     builder: str | None,

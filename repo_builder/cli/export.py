@@ -2,46 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
+
+from repo_builder.cli.options import option_group
 
 # Both modules are light at import time (torch is imported inside their functions).
 from repo_builder.export.exporter import DEFAULT_OPSET
 from repo_builder.export.parity import DEFAULT_TOLERANCE
 from repo_builder.spec import OnnxArtifact
 
+_common_options = option_group(
+    click.option(
+        "--out",
+        "out_dir",
+        required=True,
+        type=click.Path(path_type=Path),
+        help="Folder to write model.onnx, signature.json and labels.txt into (created if missing).",
+    ),
+    click.option(
+        "--opset",
+        type=int,
+        default=DEFAULT_OPSET,
+        show_default=True,
+        help="ONNX opset (17: first with LayerNormalization; TensorRT >= 8.6 and ONNX Runtime support it).",
+    ),
+    click.option(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        show_default=True,
+        help="Parity tolerance: max abs error, or max error relative to the output's largest value.",
+    ),
+    click.option("--no-parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch comparison."),
+    click.option("--quiet", "-q", is_flag=True, help="No progress display."),
+)
 
-def _common_options(func: Callable[..., int]) -> Callable[..., int]:
-    options = [
-        click.option(
-            "--out",
-            "out_dir",
-            required=True,
-            type=click.Path(path_type=Path),
-            help="Folder to write model.onnx, signature.json and labels.txt into (created if missing).",
-        ),
-        click.option(
-            "--opset",
-            type=int,
-            default=DEFAULT_OPSET,
-            show_default=True,
-            help="ONNX opset (17: first with LayerNormalization; TensorRT >= 8.6 and ONNX Runtime support it).",
-        ),
-        click.option(
-            "--tolerance",
-            type=float,
-            default=DEFAULT_TOLERANCE,
-            show_default=True,
-            help="Parity tolerance: max abs error, or max error relative to the output's largest value.",
-        ),
-        click.option("--no-parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch comparison."),
-        click.option("--quiet", "-q", is_flag=True, help="No progress display."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+
+
+def _export_settings(opset: int, tolerance: float, no_parity: bool, quiet: bool) -> dict[str, Any]:
+    """The shared options as the keyword arguments every ``export_*`` function takes."""
+    return {"opset": opset, "check_parity": not no_parity, "tolerance": tolerance, "progress": not quiet}
 
 
 @click.group("export")
@@ -67,15 +70,7 @@ def resnet50(
     """torchvision ResNet50: NCHW float32 input, dynamic batch axis."""
     from repo_builder.export.resnet50 import export_resnet50
 
-    artifact = export_resnet50(
-        out_dir,
-        weights=weights,
-        opset=opset,
-        dynamic_hw=dynamic_hw,
-        check_parity=not no_parity,
-        tolerance=tolerance,
-        progress=not quiet,
-    )
+    artifact = export_resnet50(out_dir, weights=weights, dynamic_hw=dynamic_hw, **_export_settings(opset, tolerance, no_parity, quiet))
     _print_summary(artifact)
     return 0
 
@@ -108,13 +103,7 @@ def text_classifier(
     from repo_builder.export.text_classifier import export_text_classifier
 
     artifact = export_text_classifier(
-        model_dir,
-        out_dir,
-        opset=opset,
-        max_length=max_length,
-        check_parity=not no_parity,
-        tolerance=tolerance,
-        progress=not quiet,
+        model_dir, out_dir, max_length=max_length, **_export_settings(opset, tolerance, no_parity, quiet)
     )
     _print_summary(artifact)
     return 0

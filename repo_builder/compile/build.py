@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repo_builder import dtypes
 from repo_builder.compile import gpu as gpu_mod
@@ -24,7 +23,11 @@ from repo_builder.compile.trtexec import (
     trtexec_version,
 )
 from repo_builder.errors import UserError
-from repo_builder.spec import PlanArtifact, Signature, TensorSpec
+from repo_builder.fsutil import prepare_out_dir, staging_folder
+from repo_builder.spec import PlanArtifact, Profile, Signature, TensorSpec
+
+if TYPE_CHECKING:
+    from repo_builder.compile.tensorrt_api import EngineDescription
 
 DEFAULT_PLAN = "model.plan"
 Log = Callable[[str], None]
@@ -81,6 +84,14 @@ def require_build_environment(builder: str, device: int = 0) -> BuildEnvironment
     return BuildEnvironment(gpu, "trtexec", trtexec_version(exe), exe)
 
 
+def check_compile_inputs(onnx_path: Path, signature: Signature, settings: CompileSettings) -> tuple[Profile, ...]:
+    """What a build needs from its inputs, checked before any work: the ONNX file, types, and the profiles."""
+    if not onnx_path.is_file():
+        raise UserError(f"{onnx_path}: no such ONNX file")
+    check_tensorrt_types(signature)
+    return derive_profiles(signature, settings)
+
+
 def check_tensorrt_types(signature: Signature) -> None:
     for t in (*signature.inputs, *signature.outputs):
         if dtypes.from_numpy(t.dtype).tensorrt is None:
@@ -112,27 +123,22 @@ def compile_plan(
     log = log or _stderr
     onnx_path = Path(onnx_path)
     out_dir = Path(out_dir)
-    if not onnx_path.is_file():
-        raise UserError(f"{onnx_path}: no such ONNX file")
-    check_tensorrt_types(signature)
-    profiles = derive_profiles(signature, settings)
+    profiles = check_compile_inputs(onnx_path, signature, settings)
     env = require_build_environment(settings.builder, device)
     major = int(env.tensorrt_version.split(".")[0])
     precision = plan_precision(settings.precision, major, read_onnx_facts(onnx_path))
     dynamic = tuple(t.name for t in signature.inputs if t.dynamic_axes)
     name = plan_filename(env.gpu.compute_capability, settings.per_capability)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".compile-staging-", dir=out_dir))
-    try:
+    prepare_out_dir(out_dir)
+    with staging_folder(out_dir, ".compile-staging-") as staging:
         staged_plan = staging / name
         extra_files = []
+        described: EngineDescription | None = None
         if env.builder == "api":
             from repo_builder.compile.tensorrt_api import build_engine
 
             log(f"building {name} with TensorRT {env.tensorrt_version} (Python API) on {env.gpu.name} ({env.gpu.compute_capability})")
             described = build_engine(onnx_path, staged_plan, profiles, dynamic, precision, settings)
-            inputs, outputs, io_source = described.inputs, described.outputs, "engine"
-            engine_profiles = described.profiles or profiles
         else:
             assert env.trtexec is not None
             from repo_builder.compile.trtexec import run_trtexec
@@ -148,12 +154,13 @@ def compile_plan(
 
             if tensorrt_available():
                 described = read_engine(staged_plan)
-                inputs, outputs, io_source = described.inputs, described.outputs, "engine"
-                engine_profiles = described.profiles or profiles
-            else:
-                # trtexec alone cannot describe the engine's IO; the signature is what it was built from.
-                inputs, outputs, io_source = _signature_io(signature.inputs), _signature_io(signature.outputs), "onnx"
-                engine_profiles = profiles
+        if described is not None:
+            inputs, outputs, io_source = described.inputs, described.outputs, "engine"
+            engine_profiles = described.profiles or profiles
+        else:
+            # trtexec alone cannot describe the engine's IO; the signature is what it was built from.
+            inputs, outputs, io_source = _signature_io(signature.inputs), _signature_io(signature.outputs), "onnx"
+            engine_profiles = profiles
         for note in precision.notes:
             log(note)
         info = PlanInfo(
@@ -173,8 +180,6 @@ def compile_plan(
         write_sidecar(staging, info, existing=existing if existing.exists() else None)
         for f in (name, *extra_files, SIDECAR_FILE):
             os.replace(staging / f, out_dir / f)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return PlanArtifact(
         plan_path=out_dir / name,
         sidecar_path=out_dir / SIDECAR_FILE,

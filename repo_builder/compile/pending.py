@@ -11,20 +11,16 @@ GPU leaves the repository exactly as it was.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repo_builder import __version__
-from repo_builder.compile.profiles import derive_profiles, engine_max_batch
+from repo_builder.compile.profiles import engine_max_batch
 from repo_builder.compile.settings import (
     CompileSettings,
     profile_from_json,
@@ -32,8 +28,16 @@ from repo_builder.compile.settings import (
     settings_from_json,
     settings_to_json,
 )
-from repo_builder.compile.sidecar import SIDECAR_FILE, write_text_atomic
+from repo_builder.compile.sidecar import SIDECAR_FILE
 from repo_builder.errors import UserError
+from repo_builder.fsutil import (
+    move_into_place,
+    read_json_format,
+    sha256_file,
+    staging_folder,
+    write_json_atomic,
+    write_text_atomic,
+)
 from repo_builder.spec import PlanArtifact, Profile, Signature
 
 if TYPE_CHECKING:
@@ -107,10 +111,7 @@ class CompilePendingResult:
 
 def read_recipe(path: Path) -> Recipe:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("format") != RECIPE_FORMAT:
-            raise ValueError(f"unsupported format {data.get('format')!r}")
-        return Recipe.from_json(data)
+        return Recipe.from_json(read_json_format(path, RECIPE_FORMAT))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError) as exc:
         raise UserError(f"{path}: not a valid compile recipe ({exc}); rebuild with 'repo-builder build --defer-compile'") from None
 
@@ -146,28 +147,17 @@ def external_data_files(onnx_path: Path) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def defer_plan(onnx_path: Path, signature: Signature, version_dir: Path, settings: CompileSettings) -> Path:
     """Write the ONNX (as ``model.source.onnx``), its external data and ``compile.json`` into ``version_dir``.
 
     Profiles are derived now, so a signature TensorRT cannot serve fails on the CPU machine, not later.
     Returns the recipe's path.
     """
-    from repo_builder.compile.build import check_tensorrt_types
+    from repo_builder.compile.build import check_compile_inputs
 
     onnx_path = Path(onnx_path)
     version_dir = Path(version_dir)
-    if not onnx_path.is_file():
-        raise UserError(f"{onnx_path}: no such ONNX file")
-    check_tensorrt_types(signature)
-    profiles = derive_profiles(signature, settings)
+    profiles = check_compile_inputs(onnx_path, signature, settings)
     extra = external_data_files(onnx_path)
     for name in extra:
         if not (onnx_path.parent / name).is_file():
@@ -178,9 +168,9 @@ def defer_plan(onnx_path: Path, signature: Signature, version_dir: Path, setting
         (version_dir / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(onnx_path.parent / name, version_dir / name)
     # The timing cache path belongs to the build machine; compile-pending is given its own.
-    recipe = Recipe(SOURCE_ONNX, signature, replace(settings, timing_cache=None), profiles, _sha256(onnx_path), extra)
+    recipe = Recipe(SOURCE_ONNX, signature, replace(settings, timing_cache=None), profiles, sha256_file(onnx_path), extra)
     path = version_dir / RECIPE_FILE
-    write_text_atomic(path, json.dumps(recipe.to_json(), indent=2) + "\n")
+    write_json_atomic(path, recipe.to_json())
     return path
 
 
@@ -308,8 +298,7 @@ def compile_pending(
         if r.recipe.profiles:
             settings = replace(settings, profiles=r.recipe.profiles)
         model_dir = r.version_dir.parent
-        staging = Path(tempfile.mkdtemp(prefix=".compile-staging-", dir=r.version_dir))
-        try:
+        with staging_folder(r.version_dir, ".compile-staging-") as staging:
             if (r.version_dir / SIDECAR_FILE).exists():
                 shutil.copyfile(r.version_dir / SIDECAR_FILE, staging / SIDECAR_FILE)
             log(f"{r.model}/{r.version}: building")
@@ -324,8 +313,7 @@ def compile_pending(
             cc_files = {artifact.compute_capability: artifact.plan_path.name} if settings.per_capability else None
             batches = r.recipe.signature.batch_axis is not None and max_batch > 0
             new_text = update_config_text(text, max_batch_size=max_batch if batches else None, cc_model_filenames=cc_files)
-            for staged in sorted(staging.iterdir()):
-                os.replace(staged, r.version_dir / staged.name)
+            move_into_place(staging, r.version_dir)
             if new_text != text:
                 write_text_atomic(config_path, new_text)
             if not keep_onnx and not settings.per_capability:
@@ -333,8 +321,6 @@ def compile_pending(
                     (r.version_dir / name).unlink(missing_ok=True)
             built.append(replace(artifact, plan_path=r.version_dir / artifact.plan_path.name, sidecar_path=r.version_dir / SIDECAR_FILE))
             log(f"{r.model}/{r.version}: wrote {artifact.plan_path.name} (TensorRT {artifact.tensorrt_version}, sm {artifact.compute_capability})")
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
     report = None
     if validate:
         from repo_builder.compile.gpu import gpu_present

@@ -15,8 +15,6 @@ included, -1 where dynamic.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from typing import Any
 from repo_builder import dtypes
 from repo_builder.compile.settings import profile_from_json, profile_to_json
 from repo_builder.errors import UserError
+from repo_builder.fsutil import read_json_format, write_text_atomic
 from repo_builder.spec import Profile
 
 SIDECAR_FILE = "plan.json"
@@ -113,9 +112,7 @@ def read_sidecar(path: Path) -> dict[str, PlanInfo]:
     if path.is_dir():
         path = path / SIDECAR_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
-            raise ValueError(f"unsupported format {data.get('format') if isinstance(data, dict) else None!r}")
+        data = read_json_format(path, SIDECAR_FORMAT)
         return {name: PlanInfo.from_json(name, entry) for name, entry in data["plans"].items()}
     except FileNotFoundError:
         raise UserError(f"{path}: no {SIDECAR_FILE}; rebuild the plan with 'repo-builder compile'") from None
@@ -137,14 +134,3 @@ def write_sidecar(folder: Path, info: PlanInfo, existing: Path | None = None) ->
     write_text_atomic(target, sidecar_json(plans))
     return target
 
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write beside the target and rename over it, so a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -9,7 +9,6 @@ and the name-based engine IO API (``num_io_tensors``, ``get_tensor_mode/dtype/sh
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from repo_builder.compile.precision import PrecisionPlan
 from repo_builder.compile.settings import CompileSettings
 from repo_builder.compile.sidecar import EngineTensor
 from repo_builder.errors import UserError, require
+from repo_builder.fsutil import write_bytes_atomic
 from repo_builder.spec import Profile
 
 
@@ -118,9 +118,7 @@ def _load_timing_cache(config: Any, path: Path | None) -> Any:
 def _save_timing_cache(config: Any, path: Path) -> None:
     blob = bytes(memoryview(config.get_timing_cache().serialize()))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(blob)
-    os.replace(tmp, path)
+    write_bytes_atomic(path, blob)
 
 
 def build_engine(

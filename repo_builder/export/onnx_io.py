@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,14 +9,6 @@ from typing import Any
 from repo_builder import dtypes
 from repo_builder.errors import UserError
 from repo_builder.spec import Dim, TensorSpec
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _load(path: Path) -> Any:

@@ -7,25 +7,29 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError, require
-from repo_builder.export.exporter import DEFAULT_OPSET, check_opset, export_module
-from repo_builder.export.onnx_io import check_onnx, sha256_file
+from repo_builder.export.exporter import DEFAULT_OPSET, check_opset
+from repo_builder.export.flow import (
+    check_parity_step,
+    export_checked,
+    exported_artifact,
+    write_export_signature,
+)
 from repo_builder.export.parity import (
     DEFAULT_TOLERANCE,
     check_tolerance,
     image_cases,
-    run_parity,
     torch_reference,
 )
 from repo_builder.export.progress import Steps
 from repo_builder.export.signature_build import (
     LABELS_FILE,
     ONNX_FILE,
-    build_signature,
     package_versions,
     write_labels,
 )
 from repo_builder.export.staging import staged_output
-from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, write_signature
+from repo_builder.fsutil import sha256_file
+from repo_builder.spec import OnnxArtifact
 
 INPUT_NAME = "pixel_values"
 OUTPUT_NAME = "logits"
@@ -70,26 +74,22 @@ def export_resnet50(
 
     with staged_output(out_dir) as staging:
         onnx_path = staging / ONNX_FILE
-        with steps.step(f"exporting ONNX (opset {opset})"):
-            export_module(
-                model,
-                (example,),
-                onnx_path,
-                input_names=[INPUT_NAME],
-                output_names=[OUTPUT_NAME],
-                dynamic_axes=dynamic_axes,
-                opset=opset,
-            )
-            check_onnx(onnx_path)
+        export_checked(
+            steps,
+            model,
+            (example,),
+            onnx_path,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_axes=dynamic_axes,
+            opset=opset,
+        )
         parity = ()
         if check_parity:
             cases = image_cases(INPUT_NAME, PARITY_BATCH_SIZES, [(crop, crop)])
             if dynamic_hw:
                 cases += image_cases(INPUT_NAME, (2,), [PARITY_EXTRA_SIZE])
-            with steps.step(f"checking parity with ONNX Runtime ({len(cases)} shapes)"):
-                parity = run_parity(
-                    onnx_path, torch_reference(model, [INPUT_NAME]), cases, tolerance=tolerance
-                )
+            parity = check_parity_step(steps, onnx_path, torch_reference(model, [INPUT_NAME]), cases, tolerance)
         labels = write_labels(_labels(num_classes), staging / LABELS_FILE)
         metadata: dict[str, Any] = {
             "task": "image-classification",
@@ -111,16 +111,8 @@ def export_resnet50(
                 "scale": "pixels / 255 before mean/std",
             },
         }
-        signature = build_signature(onnx_path, intended_axes=dynamic_axes, metadata=metadata, parity=parity)
-        write_signature(signature, staging)
-
-    out_dir = Path(out_dir)
-    return OnnxArtifact(
-        onnx_path=out_dir / ONNX_FILE,
-        signature_path=out_dir / SIGNATURE_FILE,
-        signature=signature,
-        labels=labels,
-    )
+        signature = write_export_signature(staging, onnx_path, dynamic_axes, metadata, parity)
+    return exported_artifact(out_dir, signature, labels)
 
 
 def _imagenet_weights() -> Any:

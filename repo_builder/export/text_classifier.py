@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError, require
-from repo_builder.export.exporter import DEFAULT_OPSET, check_opset, export_module
-from repo_builder.export.onnx_io import check_onnx, sha256_file
+from repo_builder.export.exporter import DEFAULT_OPSET, check_opset
+from repo_builder.export.flow import (
+    check_parity_step,
+    export_checked,
+    exported_artifact,
+    write_export_signature,
+)
 from repo_builder.export.parity import (
     DEFAULT_TOLERANCE,
     check_tolerance,
-    run_parity,
     text_cases,
     torch_reference,
 )
@@ -24,12 +28,12 @@ from repo_builder.export.progress import Steps
 from repo_builder.export.signature_build import (
     LABELS_FILE,
     ONNX_FILE,
-    build_signature,
     package_versions,
     write_labels,
 )
 from repo_builder.export.staging import staged_output
-from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, write_signature
+from repo_builder.fsutil import sha256_file
+from repo_builder.spec import OnnxArtifact
 
 TOKENIZER_DIR = "tokenizer"
 OUTPUT_NAME = "logits"
@@ -86,17 +90,16 @@ def export_text_classifier(
             pad_token_id=pad_id,
             seed=HEAD_SEED,
         )
-        with steps.step(f"exporting ONNX (opset {opset})"):
-            export_module(
-                wrapper,
-                [torch.from_numpy(example[name]) for name in input_names],
-                onnx_path,
-                input_names=input_names,
-                output_names=[OUTPUT_NAME],
-                dynamic_axes=dynamic_axes,
-                opset=opset,
-            )
-            check_onnx(onnx_path)
+        export_checked(
+            steps,
+            wrapper,
+            [torch.from_numpy(example[name]) for name in input_names],
+            onnx_path,
+            input_names=input_names,
+            output_names=[OUTPUT_NAME],
+            dynamic_axes=dynamic_axes,
+            opset=opset,
+        )
         parity = ()
         if check_parity:
             cases = text_cases(
@@ -106,10 +109,7 @@ def export_text_classifier(
                 type_vocab_size=type_vocab_size,
                 pad_token_id=pad_id,
             )
-            with steps.step(f"checking parity with ONNX Runtime ({len(cases)} shapes)"):
-                parity = run_parity(
-                    onnx_path, torch_reference(wrapper, input_names), cases, tolerance=tolerance
-                )
+            parity = check_parity_step(steps, onnx_path, torch_reference(wrapper, input_names), cases, tolerance)
         tokenizer_dir = staging / TOKENIZER_DIR
         _save_tokenizer(tokenizer, tokenizer_dir)
         written_labels = write_labels(labels, staging / LABELS_FILE)
@@ -139,17 +139,8 @@ def export_text_classifier(
                 "truncation": True,
             },
         }
-        signature = build_signature(onnx_path, intended_axes=dynamic_axes, metadata=metadata, parity=parity)
-        write_signature(signature, staging)
-
-    out_dir = Path(out_dir)
-    return OnnxArtifact(
-        onnx_path=out_dir / ONNX_FILE,
-        signature_path=out_dir / SIGNATURE_FILE,
-        signature=signature,
-        tokenizer_dir=out_dir / TOKENIZER_DIR,
-        labels=written_labels,
-    )
+        signature = write_export_signature(staging, onnx_path, dynamic_axes, metadata, parity)
+    return exported_artifact(out_dir, signature, written_labels, tokenizer_dir=TOKENIZER_DIR)
 
 
 def parity_shapes(max_length: int) -> list[tuple[int, int]]:

@@ -141,10 +141,13 @@ def read_export(folder: Path) -> OnnxArtifact:
     )
 
 
-def _check_task(artifact: OnnxArtifact, task: str) -> None:
+def _read_task_export(folder: Path, task: str) -> OnnxArtifact:
+    """``read_export``, refusing an export of another task (a text model given to the image pipeline)."""
+    artifact = read_export(folder)
     found = artifact.signature.metadata.get("task")
     if found is not None and found != task:
         raise UserError(f"{artifact.signature_path}: the export is a '{found}' model, not '{task}'")
+    return artifact
 
 
 def check_labels_file(path: Path | None) -> None:
@@ -220,9 +223,7 @@ def build_resnet50(
 
     def export(folder: Path) -> OnnxArtifact:
         if from_export is not None:
-            artifact = read_export(from_export)
-            _check_task(artifact, "image-classification")
-            return artifact
+            return _read_task_export(from_export, "image-classification")
         from repo_builder.export.resnet50 import export_resnet50
 
         log(f"exporting ResNet50 ({weights} weights) to ONNX")
@@ -258,9 +259,7 @@ def build_text_classifier(
 
     def export(folder: Path) -> OnnxArtifact:
         if from_export is not None:
-            artifact = read_export(from_export)
-            _check_task(artifact, "text-classification")
-            return artifact
+            return _read_task_export(from_export, "text-classification")
         assert model_dir is not None
         from repo_builder.export.text_classifier import export_text_classifier
 

@@ -13,7 +13,7 @@ from repo_builder.errors import UserError
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_config, render_source
 from repo_builder.render.rendered import RenderedModel
-from repo_builder.spec import Signature
+from repo_builder.spec import Signature, TensorSpec
 
 RUNTIMES = ("tensorrt", "onnxruntime", "python")
 ENSEMBLE_PLACEHOLDER = "placeholder.txt"
@@ -129,6 +129,95 @@ def read_labels(path: Path, num_classes: int, origin: str) -> tuple[str, ...]:
     return labels
 
 
+def python_step_config(
+    env: Any,
+    name: str,
+    settings: PipelineSettings,
+    *,
+    inputs: Sequence[Mapping[str, Any]],
+    outputs: Sequence[Mapping[str, Any]],
+    comment: str,
+) -> str:
+    """config.pbtxt of a Python-backend pre/post step: CPU instances, batching as the pipeline's settings say."""
+    context = ctx.config_context(
+        name,
+        inputs=inputs,
+        outputs=outputs,
+        max_batch_size=settings.max_batch_size,
+        max_queue_delay_us=settings.max_queue_delay_us,
+        kind="KIND_CPU",
+        instance_count=settings.instance_count,
+        comment=comment,
+    )
+    return render_config(env, "python", context)
+
+
+def preprocess_metadata(onnx_signature: Signature, origin: str, records: str) -> Mapping[str, Any]:
+    """The ``preprocess`` block export recorded in signature.json (``records``: what it holds, for the error)."""
+    preprocess = onnx_signature.metadata.get("preprocess")
+    if not isinstance(preprocess, dict):
+        raise UserError(f"{origin}: metadata.preprocess is missing; re-run 'repo-builder export' to record the {records}")
+    return preprocess
+
+
+def classifier_logits(signature: Signature, labels: Sequence[str], origin: str) -> TensorSpec:
+    """The logits output, with exactly one label per class."""
+    logits = ctx.single_logits_output(signature, origin)
+    num_classes = logits.triton_dims(signature.batch_axis)[0]
+    if len(labels) != num_classes:
+        raise UserError(f"{origin}: {len(labels)} labels for {num_classes} classes; pass --labels FILE with one label per line")
+    return logits
+
+
+def render_preprocess_step(
+    env: Any,
+    settings: PipelineSettings,
+    version: int,
+    *,
+    pipeline_input: str,
+    outputs: Sequence[Mapping[str, Any]],
+    comment: str,
+    files: Mapping[str, Path | bytes],
+) -> RenderedModel:
+    """The Python step that turns the pipeline's one string input into the model's inputs."""
+    name = step_names(settings.name)["preprocess"]
+    config = python_step_config(
+        env, name, settings, inputs=[ctx.tensor_context(pipeline_input, "object", [1])], outputs=outputs, comment=comment
+    )
+    return RenderedModel(name, "preprocess", version, config, dict(files))
+
+
+def render_classification_pipeline(
+    env: Any,
+    source: ModelSource,
+    settings: PipelineSettings,
+    versions: Mapping[str, int],
+    origin: str,
+    *,
+    preprocess: RenderedModel,
+    pipeline_input: str,
+    model_inputs: Sequence[str],
+    logits: TensorSpec,
+    labels: Sequence[str],
+    comment: str,
+) -> tuple[RenderedModel, ...]:
+    """preprocess -> model -> top-k postprocess, and the ensemble clients call (``comment`` heads its config)."""
+    names = step_names(settings.name)
+    model = render_model_step(env, source, settings, versions[names["model"]], origin)
+    post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin)
+    ensemble = render_ensemble(
+        env,
+        settings=settings,
+        version=versions[names["ensemble"]],
+        inputs=[ctx.tensor_context(pipeline_input, "object", [1])],
+        num_classes=len(labels),
+        members=(preprocess, model, post),
+        steps=classification_steps(names, pipeline_input, model_inputs, logits.name),
+        comment=comment,
+    )
+    return preprocess, model, post, ensemble
+
+
 def render_postprocess_step(
     env: Any, logits_dtype: str, labels: Sequence[str], settings: PipelineSettings, version: int, origin: str
 ) -> RenderedModel:
@@ -137,19 +226,14 @@ def render_postprocess_step(
     if any("\n" in label or "\r" in label for label in labels):
         raise UserError(f"{origin}: a label contains a line break")
     _, outputs = ctx.classification_outputs(settings.top_k, num_classes)
-    context = ctx.config_context(
+    config = python_step_config(
+        env,
         names["postprocess"],
+        settings,
         inputs=[ctx.tensor_context("LOGITS", logits_dtype, [num_classes])],
         outputs=outputs,
-        max_batch_size=settings.max_batch_size,
-        max_queue_delay_us=settings.max_queue_delay_us,
-        kind="KIND_CPU",
-        instance_count=settings.instance_count,
         comment="Postprocessing: softmax over the logits, then the top-k labels, scores and class ids.",
     )
-    config = render_config(env, "python", context)
-    from repo_builder.spec import TensorSpec
-
     logits = TensorSpec("LOGITS", logits_dtype, ("batch", num_classes))
     source = render_source(
         env,

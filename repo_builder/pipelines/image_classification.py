@@ -15,14 +15,14 @@ from repo_builder.errors import UserError
 from repo_builder.pipelines.common import (
     ModelSource,
     PipelineSettings,
-    classification_steps,
-    render_ensemble,
-    render_model_step,
-    render_postprocess_step,
+    classifier_logits,
+    preprocess_metadata,
+    render_classification_pipeline,
+    render_preprocess_step,
     step_names,
 )
 from repo_builder.render import context as ctx
-from repo_builder.render.render import render_config, render_source
+from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import Signature
 
@@ -45,9 +45,7 @@ def render_image_pipeline(
     if len(sig.inputs) != 1:
         raise UserError(f"{origin}: an image classifier takes one input, found {', '.join(t.name for t in sig.inputs)}")
     model_input = sig.inputs[0]
-    preprocess = onnx_signature.metadata.get("preprocess")
-    if not isinstance(preprocess, dict):
-        raise UserError(f"{origin}: metadata.preprocess is missing; re-run 'repo-builder export' to record the image transforms")
+    preprocess = preprocess_metadata(onnx_signature, origin, "image transforms")
     pre = ctx.image_preprocess_context(
         names["preprocess"], names["model"], model_input, preprocess, draft_margin=settings.draft_margin, origin=origin
     )
@@ -56,37 +54,27 @@ def render_image_pipeline(
     want = [3, crop_h, crop_w] if pre["layout"] == "NCHW" else [crop_h, crop_w, 3]
     if len(dims) != 3 or any(d not in (-1, w) for d, w in zip(dims, want, strict=True)):
         raise UserError(f"{origin}: input '{model_input.name}' has dims {dims}, which a {pre['layout']} {crop_h}x{crop_w} crop cannot fill")
-    logits = ctx.single_logits_output(sig, origin)
-    num_classes = logits.triton_dims(sig.batch_axis)[0]
-    if len(labels) != num_classes:
-        raise UserError(f"{origin}: {len(labels)} labels for {num_classes} classes; pass --labels FILE with one label per line")
+    logits = classifier_logits(sig, labels, origin)
 
-    pre_config = render_config(
+    pre_model = render_preprocess_step(
         env,
-        "python",
-        ctx.config_context(
-            names["preprocess"],
-            inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1])],
-            outputs=[ctx.tensor_context(model_input.name, model_input.dtype, want)],
-            max_batch_size=settings.max_batch_size,
-            max_queue_delay_us=settings.max_queue_delay_us,
-            kind="KIND_CPU",
-            instance_count=settings.instance_count,
-            comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> resize, center-crop, normalize.",
-        ),
+        settings,
+        versions[names["preprocess"]],
+        pipeline_input=IMAGE_INPUT,
+        outputs=[ctx.tensor_context(model_input.name, model_input.dtype, want)],
+        comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> resize, center-crop, normalize.",
+        files={"model.py": render_source(env, "model/image_preprocess.py.j2", pre).encode()},
     )
-    pre_source = render_source(env, "model/image_preprocess.py.j2", pre)
-    pre_model = RenderedModel(names["preprocess"], "preprocess", versions[names["preprocess"]], pre_config, {"model.py": pre_source.encode()})
-    model = render_model_step(env, source, settings, versions[names["model"]], origin)
-    post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin)
-    ensemble = render_ensemble(
+    return render_classification_pipeline(
         env,
-        settings=settings,
-        version=versions[names["ensemble"]],
-        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1])],
-        num_classes=num_classes,
-        members=(pre_model, model, post),
-        steps=classification_steps(names, IMAGE_INPUT, [model_input.name], logits.name),
+        source,
+        settings,
+        versions,
+        origin,
+        preprocess=pre_model,
+        pipeline_input=IMAGE_INPUT,
+        model_inputs=[model_input.name],
+        logits=logits,
+        labels=labels,
         comment="Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
     )
-    return pre_model, model, post, ensemble

@@ -14,14 +14,14 @@ from repo_builder.errors import UserError
 from repo_builder.pipelines.common import (
     ModelSource,
     PipelineSettings,
-    classification_steps,
-    render_ensemble,
-    render_model_step,
-    render_postprocess_step,
+    classifier_logits,
+    preprocess_metadata,
+    render_classification_pipeline,
+    render_preprocess_step,
     step_names,
 )
 from repo_builder.render import context as ctx
-from repo_builder.render.render import render_config, render_source
+from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import Signature
 
@@ -48,45 +48,34 @@ def render_text_pipeline(
     names = step_names(settings.name)
     sig = source.signature
     ctx.require_batch_axis(sig, origin)
-    preprocess = onnx_signature.metadata.get("preprocess")
-    if not isinstance(preprocess, dict):
-        raise UserError(f"{origin}: metadata.preprocess is missing; re-run 'repo-builder export' to record the tokenizer settings")
+    preprocess = preprocess_metadata(onnx_signature, origin, "tokenizer settings")
     pre = ctx.text_preprocess_context(names["preprocess"], names["model"], sig.inputs, preprocess, origin)
     for spec in sig.inputs:
         if len(spec.triton_dims(sig.batch_axis)) != 1:
             raise UserError(f"{origin}: input '{spec.name}' must be (batch, sequence), got {list(spec.shape)}")
-    logits = ctx.single_logits_output(sig, origin)
-    num_classes = logits.triton_dims(sig.batch_axis)[0]
-    if len(labels) != num_classes:
-        raise UserError(f"{origin}: {len(labels)} labels for {num_classes} classes; pass --labels FILE with one label per line")
+    logits = classifier_logits(sig, labels, origin)
 
-    pre_config = render_config(
-        env,
-        "python",
-        ctx.config_context(
-            names["preprocess"],
-            inputs=[ctx.tensor_context(TEXT_INPUT, "object", [1])],
-            outputs=[ctx.tensor_context(t.name, t.dtype, [-1]) for t in sig.inputs],
-            max_batch_size=settings.max_batch_size,
-            max_queue_delay_us=settings.max_queue_delay_us,
-            kind="KIND_CPU",
-            instance_count=settings.instance_count,
-            comment="Preprocessing: one UTF-8 text per row -> token ids padded to the batch's longest (multiple of 8).",
-        ),
-    )
     files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre).encode()}
     files.update(tokenizer_files(tokenizer_dir))
-    pre_model = RenderedModel(names["preprocess"], "preprocess", versions[names["preprocess"]], pre_config, files)
-    model = render_model_step(env, source, settings, versions[names["model"]], origin)
-    post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin)
-    ensemble = render_ensemble(
+    pre_model = render_preprocess_step(
         env,
-        settings=settings,
-        version=versions[names["ensemble"]],
-        inputs=[ctx.tensor_context(TEXT_INPUT, "object", [1])],
-        num_classes=num_classes,
-        members=(pre_model, model, post),
-        steps=classification_steps(names, TEXT_INPUT, [t.name for t in sig.inputs], logits.name),
+        settings,
+        versions[names["preprocess"]],
+        pipeline_input=TEXT_INPUT,
+        outputs=[ctx.tensor_context(t.name, t.dtype, [-1]) for t in sig.inputs],
+        comment="Preprocessing: one UTF-8 text per row -> token ids padded to the batch's longest (multiple of 8).",
+        files=files,
+    )
+    return render_classification_pipeline(
+        env,
+        source,
+        settings,
+        versions,
+        origin,
+        preprocess=pre_model,
+        pipeline_input=TEXT_INPUT,
+        model_inputs=[t.name for t in sig.inputs],
+        logits=logits,
+        labels=labels,
         comment="Clients call this: TEXT (UTF-8, TYPE_STRING [1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
     )
-    return pre_model, model, post, ensemble

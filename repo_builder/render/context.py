@@ -49,6 +49,19 @@ def require_batch_axis(signature: Signature, origin: str) -> None:
         raise UserError(f"{origin}: the model's batch axis is {signature.batch_axis!r}; a batching pipeline needs it first (0)")
 
 
+def _model_context(
+    name: str, comment: str, max_batch_size: int, inputs: Sequence[Mapping[str, Any]], outputs: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The keys every config template takes, ensembles included."""
+    return {
+        "name": name,
+        "comment": comment,
+        "max_batch_size": max_batch_size,
+        "inputs": [dict(t) for t in inputs],
+        "outputs": [dict(t) for t in outputs],
+    }
+
+
 def config_context(
     name: str,
     *,
@@ -67,11 +80,7 @@ def config_context(
     if instance_count < 1:
         raise UserError(f"instance count must be >= 1, got {instance_count}")
     return {
-        "name": name,
-        "comment": comment,
-        "max_batch_size": max_batch_size,
-        "inputs": [dict(t) for t in inputs],
-        "outputs": [dict(t) for t in outputs],
+        **_model_context(name, comment, max_batch_size, inputs, outputs),
         "batching": batching_context(max_batch_size, max_queue_delay_us),
         "instance_group": {"count": instance_count, "kind": kind},
         **extra,
@@ -92,11 +101,7 @@ def ensemble_context(
     limit = min(member_max_batch_sizes)
     size = limit if max_batch_size is None else min(max_batch_size, limit)
     return {
-        "name": name,
-        "comment": comment,
-        "max_batch_size": size,
-        "inputs": [dict(t) for t in inputs],
-        "outputs": [dict(t) for t in outputs],
+        **_model_context(name, comment, size, inputs, outputs),
         "steps": [
             {"model_name": s["model_name"], "input_map": dict(s["input_map"]), "output_map": dict(s["output_map"])}
             for s in steps

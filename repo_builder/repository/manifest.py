@@ -6,13 +6,13 @@ Triton treats only subfolders as models, so a file at the root is invisible to i
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from repo_builder import __version__
+from repo_builder.fsutil import write_json_atomic
 
 MANIFEST_FILE = "repo-builder.json"
 MANIFEST_FORMAT = 1
@@ -52,7 +52,5 @@ def update_manifest(out: Path, models: Sequence[Any], settings: Mapping[str, Any
                 del versions[number]
     data["format"] = MANIFEST_FORMAT
     path = out / MANIFEST_FILE
-    tmp = out / f".{MANIFEST_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, data, sort_keys=True)
     return path

@@ -24,13 +24,13 @@ import ctypes
 import hashlib
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from repo_builder.errors import UserError
+from repo_builder.fsutil import prepare_out_dir, sha256_file, staging_folder
 from repo_builder.render.rendered import RenderedModel
 
 STAGE_PREFIX = ".repo-builder-stage-"
@@ -103,27 +103,15 @@ def _stage_parent(out: Path, prefer: Sequence[str]) -> Path:
 @contextlib.contextmanager
 def staging_area(out: Path, prefer: Sequence[str] = ()) -> Iterator[Path]:
     """Create ``out`` if needed and a fresh staging folder inside it; always removed afterwards."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        remove_stale_stages(out)
-        root = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=_stage_parent(out, prefer)))
-    except PermissionError as exc:
-        raise UserError(f"--out {out}: cannot write there ({exc.strerror})") from None
-    try:
+    prepare_out_dir(out)
+    with contextlib.ExitStack() as stack:
+        try:
+            remove_stale_stages(out)
+            root = stack.enter_context(staging_folder(_stage_parent(out, prefer), STAGE_PREFIX))
+        except PermissionError as exc:
+            raise UserError(f"--out {out}: cannot write there ({exc.strerror})") from None
         (root / OWNER_FILE).write_text(f"{os.getpid()}\n")
         yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -156,7 +144,7 @@ def stage_model(stage: Path, model: RenderedModel) -> StagedModel:
             os.rename(source, target)  # export/compile output made in the stage: a rename, not a copy
         else:
             shutil.copyfile(source, target)
-        hashes[rel] = _sha256(target)
+        hashes[rel] = sha256_file(target)
     return StagedModel(model.name, model.role, model.version, folder, hashes, hashlib.sha256(config).hexdigest())
 
 
