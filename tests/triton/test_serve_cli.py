@@ -1,0 +1,84 @@
+"""``repo-builder serve`` in a subprocess: the table, the endpoints, and a clean stop on a signal."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from triton_repo_factory import group_alive, write_double_repository, write_python_model
+
+pytestmark = pytest.mark.triton
+
+
+def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
+    """stdout until a line starting with ``marker`` (or the process ends, or time runs out)."""
+    assert proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    text = ""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            if proc.poll() is not None:
+                break
+            continue
+        text += line
+        if line.startswith(marker):
+            break
+    return text
+
+
+@pytest.mark.parametrize(("mode", "sig"), [("explicit", signal.SIGINT), ("poll", signal.SIGTERM)])
+def test_serve_prints_table_and_stops_cleanly_when_signalled(tmp_path: Path, mode: str, sig: int) -> None:
+    repo = write_double_repository(tmp_path / "repo")
+    write_python_model(repo, "renamed", config='name: "other"\nbackend: "python"\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repo_builder", "serve", str(repo), "--model-control-mode", mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out = _read_until(proc, "log ", timeout=120)
+        assert re.search(r"^pipeline\s+1\s+READY", out, re.M), out
+        assert re.search(r"^double\s+1\s+READY", out, re.M), out
+        assert re.search(r"^renamed\s+.*UNAVAILABLE.*directory name must equal model name", out, re.M), out
+        grpc = re.search(r"^gRPC\s+127\.0\.0\.1:(\d+)$", out, re.M)
+        assert grpc is not None, out
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        err = proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:  # the test failed: stop it the clean way first, so it stops its server
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, err
+    assert "stopped" in err
+    pid = int(re.search(r"pid (\d+)", err).group(1))  # type: ignore[union-attr]
+    assert not group_alive(pid)
+
+
+def test_serve_exits_with_one_line_error_when_path_missing(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "repo_builder", "serve", str(tmp_path / "absent")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("error:") and len(done.stderr.strip().splitlines()) == 1
