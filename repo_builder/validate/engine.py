@@ -6,6 +6,7 @@ from pathlib import Path
 
 from repo_builder.validate.model import (
     Diagnostic,
+    Finding,
     ModelEntry,
     Repository,
     Rule,
@@ -27,24 +28,19 @@ def _relative(path: Path | str | None, model: ModelEntry, root: Path) -> str:
         return str(target)
 
 
-def _run(rule: Rule, model: ModelEntry, ctx: RuleContext) -> list[Diagnostic]:
-    out = []
-    for f in rule.check(model, ctx):
-        out.append(
-            Diagnostic(
-                code=rule.code,
-                rule=rule.name,
-                severity=f.severity or rule.severity,
-                message=f.message,
-                path=_relative(f.path, model, ctx.repository.root),
-                model=model.name,
-                version=f.version,
-                hint=f.hint,
-                line=f.line,
-                column=f.column,
-            )
-        )
-    return out
+def _diagnostic(rule: Rule, f: Finding, model: ModelEntry, root: Path) -> Diagnostic:
+    return Diagnostic(
+        code=rule.code,
+        rule=rule.name,
+        severity=f.severity or rule.severity,
+        message=f.message,
+        path=_relative(f.path, model, root),
+        model=model.name,
+        version=f.version,
+        hint=f.hint,
+        line=f.line,
+        column=f.column,
+    )
 
 
 def judging_order(repository: Repository) -> list[ModelEntry]:
@@ -78,12 +74,16 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     diagnostics: list[Diagnostic] = []
     refused: dict[str, bool] = {}
     ctx = RuleContext(repository, options, refused)
+    root = repository.root
+    # About 55 rules per model and most find nothing: the loop stays lean, a Diagnostic is built only
+    # for an actual finding.
+    every = tuple((r, r.check) for r in rules)
+    plain = tuple((r, check) for r, check in every if not r.ensemble_only)
     for model in judging_order(repository):
         found: list[Diagnostic] = []
-        for r in rules:
-            if r.ensemble_only and not model.is_ensemble:
-                continue
-            found.extend(_run(r, model, ctx))
+        for r, check in every if model.is_ensemble else plain:
+            for f in check(model, ctx):
+                found.append(_diagnostic(r, f, model, root))
         refused[model.name] = any(d.severity == Severity.ERROR for d in found)
         diagnostics.extend(found)
     summaries = tuple(

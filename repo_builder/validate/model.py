@@ -6,12 +6,12 @@ open ONNX or plan files).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -98,11 +98,20 @@ class ModelEntry:
     files: tuple[FileEntry, ...] = ()  # entries directly in the model folder (labels files live here)
     problem: str | None = None  # the model folder itself is unusable (unreadable, escaping symlink ...)
 
+    @cached_property
+    def facts(self) -> dict[Hashable, Any]:
+        """What rules derive from this entry alone (its backend, the versions Triton loads ...), each
+        computed once and kept here, keyed by the helper that computes it: dozens of rules ask for the
+        same facts, and the entry is frozen, so they never go stale."""
+        return {}
+
     @property
     def has_config_file(self) -> bool:
         return self.config_text is not None or self.config_problem is not None
 
-    @property
+    # Rules ask for these facts again and again (tens of thousands of times in a big repository); the
+    # entry is frozen, so each is computed once and kept on the instance.
+    @cached_property
     def version_numbers(self) -> tuple[int, ...]:
         return tuple(sorted(v.number for v in self.versions if v.number is not None))
 
@@ -112,7 +121,7 @@ class ModelEntry:
                 return v
         return None
 
-    @property
+    @cached_property
     def is_ensemble(self) -> bool:
         return self.config is not None and self.config.platform == "ensemble"
 
@@ -148,6 +157,12 @@ class RuleContext:
     # Name of a model -> True when the engine has already found an error on it (ensembles are
     # judged after their members, and a refused member makes the ensemble refused).
     refused: Mapping[str, bool] = field(default_factory=dict)
+
+    @cached_property
+    def facts(self) -> dict[Hashable, Any]:
+        """Per-run results that depend on more than one model (an ensemble's members, their verdicts),
+        kept for the rules that share them; like ``ModelEntry.facts`` but living as long as the run."""
+        return {}
 
 
 CheckFn = Callable[[ModelEntry, RuleContext], Iterable[Finding]]

@@ -152,7 +152,7 @@ def read_config(path: Path) -> tuple[object | None, str | None, str | None, int 
     model_config_pb2 = import_pb2("tritonclient.grpc.model_config_pb2")
 
     try:
-        st = path.stat()
+        st = os.stat(path)  # os rather than pathlib: this runs once per model, pathlib's wrappers add up
         if stat.S_ISDIR(st.st_mode):
             return None, None, f"{CONFIG_FILE} is a folder, not a file", None, None
         if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read forever, a device never end
@@ -160,7 +160,8 @@ def read_config(path: Path) -> tuple[object | None, str | None, str | None, int 
         size = st.st_size
         if size > MAX_CONFIG_BYTES:
             return None, None, f"{CONFIG_FILE} is {size} bytes, over the {MAX_CONFIG_BYTES}-byte limit; is it really a model config?", None, None
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except OSError as exc:
         return None, None, f"cannot read {CONFIG_FILE}: {exc.strerror or exc}", None, None
     try:
@@ -180,7 +181,7 @@ def read_config(path: Path) -> tuple[object | None, str | None, str | None, int 
 
 
 ConfigResult = tuple[Any, str | None, str | None, int | None, int | None]
-# Below this many configs a second process costs more than it saves.
+# Below this many model folders a second process costs more than it saves (a fork and a pipe: a few ms).
 PARALLEL_MIN_CONFIGS = 200
 
 
@@ -192,10 +193,25 @@ def _parse_in_child(paths: list[Path]) -> list[tuple[bytes | None, str | None, s
     return out
 
 
-def _can_fork() -> bool:
+def _single_threaded() -> bool:
+    """Whether this process has exactly one thread, counting threads that Python did not start.
+
+    Forking a process with other threads can deadlock the child on a lock one of them held. Native
+    libraries (gRPC, onnxruntime, OpenMP) start threads ``threading`` never sees, so on Linux the
+    kernel's own list is asked; elsewhere only Python's threads can be counted.
+    """
     import threading
 
-    if not hasattr(os, "fork") or threading.active_count() > 1:  # forking a threaded process can deadlock
+    if threading.active_count() > 1:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return sys.platform != "darwin"  # macOS frameworks are not fork-safe whatever the thread count
+
+
+def _can_fork() -> bool:
+    if not hasattr(os, "fork") or not _single_threaded():
         return False
     try:
         return len(os.sched_getaffinity(0)) > 1
@@ -203,49 +219,85 @@ def _can_fork() -> bool:
         return (os.cpu_count() or 1) > 1
 
 
-def read_configs(paths: list[Path]) -> list[ConfigResult]:
-    """``read_config`` for many files; big repositories are parsed by two processes.
+class _ChildParse:
+    """A forked process running ``read_config`` over some paths while this one goes on working.
 
-    Parsing text protos is pure Python and dominates a scan, so with more than one CPU a forked child
-    parses the second half and hands the binary protos back through a pipe. Any failure of the child
-    falls back to parsing in this process.
+    The child sends the binary protos back through a pipe (``marshal``: plain tuples of bytes, str, int
+    and None) and leaves with ``os._exit``, running no cleanup of this process's. ``result`` and
+    ``abandon`` always reap it, so no zombie is left whatever happens.
     """
-    if len(paths) < PARALLEL_MIN_CONFIGS or not _can_fork():
-        return [read_config(p) for p in paths]
-    import pickle
 
-    import_pb2("tritonclient.grpc.model_config_pb2")  # import once, before the fork
-    from google.protobuf import text_format  # noqa: F401 - same reason
+    def __init__(self, pid: int, fd: int, count: int) -> None:
+        self.pid, self.fd, self.count = pid, fd, count
 
-    half = len(paths) // 2
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: parse the second half, send it, leave without running any cleanup
-        status = 1
+    @classmethod
+    def start(cls, paths: list[Path]) -> _ChildParse | None:
+        """Fork a child parsing ``paths``; None when no fork is possible (call ``_can_fork`` first)."""
+        import marshal
+
+        import_pb2("tritonclient.grpc.model_config_pb2")  # import once, before the fork
+        from google.protobuf import text_format  # noqa: F401 - same reason
+
+        read_fd, write_fd = os.pipe()
         try:
+            pid = os.fork()
+        except OSError:  # no process left (EAGAIN) or no memory: the caller parses everything
             os.close(read_fd)
-            data = pickle.dumps(_parse_in_child(paths[half:]), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(write_fd, "wb") as fh:
-                fh.write(data)
-            status = 0
+            os.close(write_fd)
+            return None
+        if pid == 0:  # child: parse, send, leave without running any cleanup
+            status = 1
+            try:
+                os.close(read_fd)
+                data = marshal.dumps(_parse_in_child(paths))
+                with os.fdopen(write_fd, "wb") as fh:
+                    fh.write(data)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_fd)
+        return cls(pid, read_fd, len(paths))
+
+    def result(self) -> list[ConfigResult] | None:
+        """The child's results, or None when it failed or sent something unreadable."""
+        import marshal
+
+        try:
+            with os.fdopen(self.fd, "rb") as fh:
+                data = fh.read()
         finally:
-            os._exit(status)
-    os.close(write_fd)
-    first = [read_config(p) for p in paths[:half]]
-    with os.fdopen(read_fd, "rb") as fh:
-        data = fh.read()
-    _, status = os.waitpid(pid, 0)
-    try:
+            status = self._reap(kill=False)
         if status != 0:
-            raise ValueError("config parser process failed")
+            return None
         model_config_pb2 = import_pb2("tritonclient.grpc.model_config_pb2")
-        second = [
-            (model_config_pb2.ModelConfig.FromString(raw) if raw is not None else None, text, problem, line, column)
-            for raw, text, problem, line, column in pickle.loads(data)
-        ]
-    except Exception:  # the child died or sent garbage: do its share here
-        second = [read_config(p) for p in paths[half:]]
-    return first + second
+        try:
+            out = [
+                (model_config_pb2.ModelConfig.FromString(raw) if raw is not None else None, text, problem, line, column)
+                for raw, text, problem, line, column in marshal.loads(data)
+            ]
+        except Exception:  # garbage from a child that went wrong
+            return None
+        return out if len(out) == self.count else None
+
+    def abandon(self) -> None:
+        """Stop the child: its answer is no longer wanted (this process is failing or interrupted)."""
+        os.close(self.fd)
+        self._reap(kill=True)
+
+    def _reap(self, kill: bool) -> int:
+        import contextlib
+        import signal
+
+        if kill:
+            with contextlib.suppress(OSError):  # it may have exited already
+                os.kill(self.pid, signal.SIGKILL)
+        while True:
+            try:
+                return os.waitpid(self.pid, 0)[1]
+            except InterruptedError:
+                continue
+            except ChildProcessError:  # already reaped (a SIGCHLD handler that waits): status unknown
+                return -1
 
 
 def scan_model(
@@ -253,16 +305,23 @@ def scan_model(
     root: Path,
     listing: tuple[tuple[FileEntry, ...], str | None] | None = None,
     config_result: ConfigResult | None = None,
+    *,
+    escapes: bool | None = None,
+    config_path: Path | None = None,
 ) -> ModelEntry:
-    """Scan one model folder (``listing`` and ``config_result`` when the caller already has them)."""
+    """Scan one model folder (``listing``, ``config_result``, whether the folder is a symlink that
+    ``escapes`` the repository and its ``config_path`` when the caller already has them)."""
     name = path.name
-    config_path = path / CONFIG_FILE
+    if config_path is None:
+        config_path = path / CONFIG_FILE
     files, problem = listing if listing is not None else _list(path, root)
-    if problem is None and path.is_symlink():
+    if escapes is None and problem is None and path.is_symlink():
         try:
             path.resolve().relative_to(root)
         except (ValueError, OSError):
-            problem = f"model folder '{name}' is a symlink that leaves the repository"
+            escapes = True
+    if problem is None and escapes:
+        problem = f"model folder '{name}' is a symlink that leaves the repository"
     config = text = cproblem = None
     line = column = None
     if any(f.name == CONFIG_FILE for f in files):
@@ -272,8 +331,9 @@ def scan_model(
         if not f.is_dir:
             continue
         number, ignored = parse_version_name(f.name)
-        vfiles, vproblem = _list(path / f.name, root)
-        versions.append(VersionDir(f.name, path / f.name, number, ignored or vproblem, vfiles))
+        vpath = path / f.name  # pathlib joins are a good part of a scan: one per folder
+        vfiles, vproblem = _list(vpath, root)
+        versions.append(VersionDir(f.name, vpath, number, ignored or vproblem, vfiles))
     return ModelEntry(
         name=name,
         path=path,
@@ -302,16 +362,38 @@ def scan_repository(location: str | Path) -> Repository:
     entries, problem = _list(root, root)
     if problem:
         raise UserError(f"{root}: {problem}")
-    folders = [root / e.name for e in entries if e.is_dir]
-    listings = [_list(folder, root) for folder in folders]
-    with_config = [
-        folder / CONFIG_FILE
-        for folder, (files, _) in zip(folders, listings, strict=True)
-        if any(f.name == CONFIG_FILE for f in files)
-    ]
-    configs = dict(zip(with_config, read_configs(with_config), strict=True))
+    dirs = [e for e in entries if e.is_dir]
+    folders = [root / e.name for e in dirs]
+    config_paths = [folder / CONFIG_FILE for folder in folders]
+    # Parsing the configs is most of the work: in a big repository a forked child parses the configs of
+    # the last 55% of the folders while this process lists every folder and parses the rest (listing
+    # is the extra 10%). The child tries each folder's config.pbtxt; only those the listing shows are
+    # used, exactly as in a serial scan.
+    split = len(folders) * 45 // 100
+    child = None
+    if len(folders) >= PARALLEL_MIN_CONFIGS and _can_fork():
+        child = _ChildParse.start(config_paths[split:])
+    try:
+        listings = [_list(folder, root) for folder in folders]
+        has_config = [any(f.name == CONFIG_FILE for f in files) for files, _ in listings]
+        own = config_paths[:split] if child is not None else config_paths
+        configs: list[ConfigResult | None] = [
+            read_config(path) if present else None for path, present in zip(own, has_config[: len(own)], strict=True)
+        ]
+    except BaseException:
+        if child is not None:
+            child.abandon()
+        raise
+    if child is not None:
+        second = child.result()
+        if second is None:  # the child failed: parse its share here
+            second = [
+                read_config(path) if present else None
+                for path, present in zip(config_paths[split:], has_config[split:], strict=True)
+            ]
+        configs.extend(c if present else None for c, present in zip(second, has_config[split:], strict=True))
     models = tuple(
-        scan_model(folder, root, listing, configs.get(folder / CONFIG_FILE))
-        for folder, listing in zip(folders, listings, strict=True)
+        scan_model(folder, root, listing, config, escapes=e.escapes, config_path=config_path)
+        for e, folder, listing, config, config_path in zip(dirs, folders, listings, configs, config_paths, strict=True)
     )
     return Repository(root=root, models=models, location=str(location))

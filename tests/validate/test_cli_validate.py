@@ -170,6 +170,8 @@ from repo_builder.cli.main import main
 rc = main(["validate", {str(repo)!r}, "--format", "json"])
 assert rc == 0, rc
 assert "grpc" not in sys.modules, "validate imported grpc"
+heavy = ("numpy", "onnx", "jinja2", "torch", "rich", "repo_builder.compile")
+assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]
 from tritonclient.grpc import model_config_pb2  # still the cheap module
 assert "grpc" not in sys.modules
 import tritonclient.grpc as client  # any other use runs the real package
@@ -183,3 +185,20 @@ assert again is model_config_pb2
 
 def test_validate_live_refused_for_object_store_paths() -> None:
     assert main(["validate", "s3://bucket/models", "--live"]) == 2
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_cycle_collector_paused_restores_collector_state_when_block_raises(enabled_before: bool) -> None:
+    import gc
+
+    from repo_builder.cli.validate import cycle_collector_paused
+
+    was = gc.isenabled()
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        with pytest.raises(RuntimeError), cycle_collector_paused():
+            assert not gc.isenabled()
+            raise RuntimeError("a failing scan")
+        assert gc.isenabled() is enabled_before
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -272,6 +272,91 @@ def test_model_warmup_passes_when_data_file_is_big_enough(tmp_path: Path) -> Non
     assert report.ok
 
 
+
+def _sample(feeds: list[str], batch: str = "batch_size: 1 ") -> str:
+    inputs = " ".join(
+        f'inputs {{ key: "{n}" value {{ data_type: TYPE_FP32 dims: [ 4 ] zero_data: true }} }}' for n in feeds
+    )
+    return f'model_warmup [ {{ name: "w" {batch}{inputs} }} ]\n'
+
+
+TWO_INPUTS = """\
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+        { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] OPTIONAL} ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
+
+
+@pytest.mark.parametrize(
+    ("io", "feeds", "message"),
+    [
+        (  # recorded from the server: fixture warmup_bad_input-c6ef66e4
+            IO,
+            ["NOPE"],
+            "expected 1 inputs but got 0 inputs for model 'm'. Got input(s) [], but missing required "
+            "input(s) ['INPUT0']. Please provide all required input(s).",
+        ),
+        (
+            TWO_INPUTS.replace(" OPTIONAL", ""),
+            ["INPUT1"],
+            "expected 2 inputs but got 1 inputs for model 'm'. Got input(s) ['INPUT1'], but missing required "
+            "input(s) ['INPUT0']. Please provide all required input(s).",
+        ),
+        (
+            TWO_INPUTS.replace(" OPTIONAL", " optional: true"),
+            ["NOPE"],
+            "expected number of inputs between 1 and 2 but got 0 inputs for model 'm'. Got input(s) [], "
+            "but missing required input(s) ['INPUT0']. Please provide all required input(s).",
+        ),
+    ],
+)
+def test_model_warmup_fails_with_triton_text_when_required_input_is_not_fed(
+    tmp_path: Path, io: str, feeds: list[str], message: str
+) -> None:
+    python_model(tmp_path, "m", io + _sample(feeds), max_batch_size=8)
+    report = validate(tmp_path)
+    assert [d.message for d in errors(report, "m")] == [message]
+
+
+def test_model_warmup_passes_when_only_optional_input_is_left_out(tmp_path: Path) -> None:
+    io = TWO_INPUTS.replace(" OPTIONAL", " optional: true")
+    python_model(tmp_path, "m", io + _sample(["INPUT0"]), max_batch_size=8)
+    report = validate(tmp_path)
+    assert not found(report, "RB208")
+    assert report.ok
+
+
+def test_model_warmup_warns_only_when_extra_unknown_input_is_fed_with_the_required_ones(tmp_path: Path) -> None:
+    python_model(tmp_path, "m", IO + _sample(["INPUT0", "NOPE"]), max_batch_size=8)
+    report = validate(tmp_path)
+    assert [d.severity for d in found(report, "RB208")] == [Severity.WARNING]
+    assert report.ok
+
+
+def test_model_warmup_passes_when_sample_has_batch_size_zero(tmp_path: Path) -> None:
+    # Triton skips batch-0 samples ("Skipping batch 0 warmup sample"), whatever they feed.
+    python_model(tmp_path, "m", IO + _sample(["NOPE"], batch=""))
+    report = validate(tmp_path)
+    assert not errors(report, "m")
+
+
+def test_model_warmup_needs_model_file_when_python_model_autocompletes_inputs(tmp_path: Path) -> None:
+    autocomplete_py = (
+        "class TritonPythonModel:\n"
+        "    def auto_complete_config(auto_complete_model_config):\n"
+        "        return auto_complete_model_config\n\n"
+        "    def execute(self, requests):\n"
+        "        return []\n"
+    )
+    # auto_complete_config may add inputs, so the count is not decidable offline ...
+    python_model(tmp_path / "auto", "m", IO + _sample(["NOPE"]), max_batch_size=8, files={"1/model.py": autocomplete_py})
+    assert not errors(validate(tmp_path / "auto"), "m")
+    # ... unless auto-complete is off, or the model.py has no auto_complete_config.
+    assert errors(validate(tmp_path / "auto", strict=True), "m")
+    python_model(tmp_path / "plain", "m", IO + _sample(["NOPE"]), max_batch_size=8)
+    assert errors(validate(tmp_path / "plain"), "m")
+
+
 METRIC = 'metric_identifier { family: "nv_inference_first_response_histogram_ms" }'
 
 

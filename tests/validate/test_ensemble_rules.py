@@ -376,3 +376,60 @@ def test_decoupled_branches_pass_when_one_decoupled_member_feeds_the_rest(tmp_pa
     report = validate(tmp_path)
     assert not found(report, "RB511")
     assert not errors(report, "e")
+
+
+AUTOCOMPLETE_MODEL_PY = """\
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        return auto_complete_model_config
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def _configless_python_member(root: Path, model_py: str) -> None:
+    """A Python member with only ``1/model.py`` (no config.pbtxt), as in fixture no_config-f59a8f3e."""
+    (root / "a" / "1").mkdir(parents=True)
+    (root / "a" / "1" / "model.py").write_text(model_py, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "comment", ["", '# auto_complete_config is not defined here\n"""Nor auto_complete_config here."""\n']
+)
+def test_tensor_mapping_fails_with_triton_text_when_configless_python_member_has_no_autocomplete(
+    tmp_path: Path, comment: str
+) -> None:
+    from rule_repo_helpers import MODEL_PY
+
+    _configless_python_member(tmp_path, comment + MODEL_PY)
+    ensemble(tmp_path, "e", [step("a", {"INPUT0": "data"}, {"OUTPUT0": "prob"})], max_batch_size=0)
+    report = validate(tmp_path)
+    [d] = found(report, "RB509")
+    assert d.severity == Severity.ERROR
+    assert d.message == "in ensemble e, ensemble tensor data is mapping to non-existing input INPUT0 in model a"
+    assert d.hint and "auto_complete_config" in d.hint
+    assert not errors(report, "a")  # the member itself loads (with no inputs or outputs)
+
+
+def test_tensor_mapping_needs_model_file_when_configless_python_member_has_autocomplete(tmp_path: Path) -> None:
+    _configless_python_member(tmp_path, AUTOCOMPLETE_MODEL_PY)
+    ensemble(tmp_path, "e", [step("a", {"INPUT0": "data"}, {"OUTPUT0": "prob"})], max_batch_size=0)
+    report = validate(tmp_path)
+    [d] = found(report, "RB509")
+    assert d.severity == Severity.INFO
+    assert "need the model file" in d.message
+    assert report.ok
+
+
+def test_tensor_mapping_needs_model_file_when_autocomplete_is_only_mentioned_outside_the_class(
+    tmp_path: Path,
+) -> None:
+    from rule_repo_helpers import MODEL_PY
+
+    # Bound later (setattr): the ast reading cannot rule it out, so it does not decide.
+    source = MODEL_PY + 'setattr(TritonPythonModel, "auto_complete_config", staticmethod(lambda c: c))\n'
+    _configless_python_member(tmp_path, source)
+    ensemble(tmp_path, "e", [step("a", {"INPUT0": "data"}, {"OUTPUT0": "prob"})], max_batch_size=0)
+    assert [d.severity for d in found(validate(tmp_path), "RB509")] == [Severity.INFO]

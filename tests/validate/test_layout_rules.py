@@ -30,14 +30,34 @@ ensemble_scheduling { step [{ model_name: "add_sub" model_version: -1
 """
 
 
-def test_hidden_model_folder_flagged_when_ipynb_checkpoints_in_repository(repo: Path) -> None:
+def test_hidden_model_folder_warned_and_refused_when_ipynb_checkpoints_in_repository(repo: Path) -> None:
     make_add_sub(repo)
     (repo / ".ipynb_checkpoints").mkdir()
     report = validate(repo)
-    assert "RB101" in codes(report, ".ipynb_checkpoints", Severity.ERROR)
+    assert "RB101" in codes(report, ".ipynb_checkpoints", Severity.WARNING)
+    assert "RB101" not in codes(report, ".ipynb_checkpoints", Severity.ERROR)
     hint = next(d.hint for d in report.diagnostics if d.code == "RB101")
     assert hint and "move it out" in hint
+    # No config and nothing to auto-complete from: Triton cannot load it, and other rules say why.
+    assert codes(report, ".ipynb_checkpoints", Severity.ERROR)
+    assert not report.ok
     assert codes(report, "add_sub") == set()
+
+
+def test_hidden_model_folder_loads_when_hidden_folder_is_a_valid_model(repo: Path) -> None:
+    # Triton loads `.add_sub` as a model named '.add_sub' (recorded from the server: hidden_dir-5422981f).
+    make_add_sub(repo, ".add_sub")
+    report = validate(repo)
+    assert codes(report, ".add_sub", Severity.WARNING) == {"RB101"}
+    assert codes(report, ".add_sub", Severity.ERROR) == set()
+    assert report.ok
+
+
+def test_hidden_model_folder_refused_when_config_name_differs(repo: Path) -> None:
+    model = make_add_sub(repo, ".add_sub")
+    config = model / "config.pbtxt"
+    config.write_text(config.read_text().replace('name: ".add_sub"', 'name: "add_sub"'))
+    assert "RB106" in codes(validate(repo), ".add_sub", Severity.ERROR)
 
 
 def test_hidden_model_folder_silent_when_only_visible_models(repo: Path) -> None:

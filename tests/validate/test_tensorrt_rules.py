@@ -268,3 +268,10 @@ def test_tensorrt_rules_read_engine_itself_when_gpu_and_tensorrt_present(tmp_pat
     # A fake plan on a GPU machine must be reported as undeserializable, not trusted via plan.json.
     found = run(make_repo(tmp_path), gpu_present=True)
     assert any(d.code == "RB709" and "cannot deserialize" in d.message for d in found)
+
+
+def test_tensorrt_rule_file_names_equal_compile_constants_when_repeated_for_lazy_import() -> None:
+    from repo_builder.compile.pending import RECIPE_FILE
+    from repo_builder.compile.sidecar import SIDECAR_FILE
+
+    assert (trt_rules.RECIPE_FILE, trt_rules.SIDECAR_FILE) == (RECIPE_FILE, SIDECAR_FILE)

@@ -14,7 +14,8 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from repo_builder.validate.model import Finding, ModelEntry, Rule, RuleContext, Severity, rule
-from repo_builder.validate.rules.platform import resolve_backend
+from repo_builder.validate.rules.layout import version_folder, versions_to_load
+from repo_builder.validate.rules.platform import MAX_PYTHON_BYTES, _top_level_names, resolve_backend
 
 WILDCARD = -1
 TYPE_INVALID = 0
@@ -37,36 +38,85 @@ def model_backend(model: ModelEntry) -> str:
 
 
 def _python_autocompletes(path: Path) -> bool:
-    """Whether a model.py defines ``auto_complete_config`` (a text search: the file is never imported)."""
+    """Whether a model.py may define ``auto_complete_config`` (read with ``ast``, never imported)."""
     try:
         st = path.stat()
     except (OSError, ValueError):
         return True  # unreadable: assume it might fill things in; RB4xx reports the file itself
+    if st.st_size > MAX_PYTHON_BYTES:
+        return True
     return _mentions_autocomplete(path, st.st_mtime_ns, st.st_size)
 
 
 @lru_cache(maxsize=4096)
 def _mentions_autocomplete(path: Path, mtime_ns: int, size: int) -> bool:
     try:
-        return "auto_complete_config" in path.read_text(encoding="utf-8", errors="replace")
+        return python_defines_autocomplete(path.read_bytes())
     except (OSError, ValueError):
         return True
+
+
+@lru_cache(maxsize=512)
+def python_defines_autocomplete(source: bytes) -> bool:
+    """Whether the Python backend's stub can call ``TritonPythonModel.auto_complete_config`` (static or not).
+
+    The stub calls it only when the class has it; without it the config stays as written (no inputs or
+    outputs when there is no config). True whenever the source leaves room for doubt: it does not
+    parse, the class has bases or decorators, is not a plain class statement, or the name
+    ``auto_complete_config`` is bound or named anywhere else in the file.
+    """
+    import ast  # only Python models need it
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return True  # RB407 refuses the file; no answer here
+    _, classes, _ = _top_level_names(tree.body)
+    cls = classes.get("TritonPythonModel")
+    if cls is None or cls.bases or cls.keywords or cls.decorator_list:
+        return True
+    name = "auto_complete_config"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return True
+        if isinstance(node, ast.Name | ast.Attribute) and name in (getattr(node, "id", None), getattr(node, "attr", None)):
+            return True
+        if isinstance(node, ast.Constant) and node.value == name:  # setattr(..., "auto_complete_config", ...)
+            return True
+    return False
+
+
+def python_io_autocompleted(model: ModelEntry) -> bool:
+    """Whether the model.py of a version Triton loads defines ``auto_complete_config`` (the Python
+    backend runs it per loaded version, from ``<version>/<default_model_filename>``)."""
+    filename = resolve_backend(model).default_model_filename or "model.py"
+    numbers = versions_to_load(model)
+    if not numbers:
+        return True  # nothing loads (RB110): no answer
+    for number in numbers:
+        folder = version_folder(model, number)
+        entry = folder.entry(filename) if folder is not None else None
+        if entry is None or entry.is_dir:
+            continue  # RB405 refuses the version
+        if _python_autocompletes(folder.path / filename):
+            return True
+    return False
+
+
+def backend_fills_io(model: ModelEntry) -> bool:
+    """True when auto-complete lets the backend fill in inputs/outputs from the model file, config or not:
+    ONNX Runtime, TensorRT, OpenVINO, TensorFlow, or a Python model with ``auto_complete_config``."""
+    backend = model_backend(model)
+    if backend in AUTOCOMPLETE_IO_BACKENDS:
+        return True
+    return backend == "python" and python_io_autocompleted(model)
 
 
 def io_autocompleted(model: ModelEntry, ctx: RuleContext) -> bool:
     """True when Triton lets the backend fill in inputs/outputs from the model file before checking."""
     if ctx.options.strict or model.config is None:
         return False
-    backend = model_backend(model)
-    if backend in AUTOCOMPLETE_IO_BACKENDS:
-        return True
-    if backend == "python":
-        filename = model.config.default_model_filename or "model.py"
-        folders = sorted(v.name for v in model.versions if v.number is not None)
-        if not folders:
-            return True
-        return _python_autocompletes(model.path / folders[0] / filename)
-    return False
+    return backend_fills_io(model)
 
 
 def element_count(dims: Sequence[int]) -> int:
@@ -91,8 +141,10 @@ def _chunks(dims: Sequence[int]) -> list[int]:
 
 def io_shape_problems(io: object, max_batch_size: int, kind: str) -> Iterator[str]:
     """Core's ValidateIOShape for one input or output, minus the data_type/dims presence checks."""
-    prefix = f"{kind} '{io.name}' "
     has_reshape = io.HasField("reshape")
+    if not has_reshape and min(io.dims, default=1) >= 1:  # the common case, decided cheaply
+        return
+    prefix = f"{kind} '{io.name}' "
     reshape = list(io.reshape.shape)
     if has_reshape and not reshape and max_batch_size == 0:
         yield prefix + "cannot have empty reshape for non-batching model as scalar tensors are not supported"
@@ -118,12 +170,17 @@ def io_shape_problems(io: object, max_batch_size: int, kind: str) -> Iterator[st
             yield prefix + "has different size for dims and reshape"
 
 
-def _ios(model: ModelEntry) -> Iterator[tuple[str, object]]:
-    cfg = model.config
-    for io in cfg.input:
-        yield "model input", io
-    for io in cfg.output:
-        yield "model output", io
+def _ios(model: ModelEntry) -> tuple[tuple[str, object], ...]:
+    """("model input" | "model output", tensor) pairs, kept on the entry: walking a proto's repeated
+    fields is slow, and several rules walk them for every model."""
+    ios = model.facts.get(_ios)
+    if ios is None:
+        cfg = model.config
+        ios = model.facts[_ios] = (
+            *(("model input", io) for io in cfg.input),
+            *(("model output", io) for io in cfg.output),
+        )
+    return ios
 
 
 @rule("RB201", "config-parses")
@@ -290,7 +347,7 @@ def check_batch_io(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     Passes: add `source_input: "INPUT"`.
     """
     cfg = model.config
-    if cfg is None:
+    if cfg is None or not (cfg.batch_input or cfg.batch_output):
         return
     from tritonclient.grpc import model_config_pb2 as pb
 
@@ -390,6 +447,32 @@ def _warmup_file_size(model: ModelEntry, warmup_dir: object, filename: str) -> i
     return target.stat().st_size if _inside(filename) and _is_file(target) else None
 
 
+def warmup_input_count_problem(model_name: str, declared: Sequence[object], fed: Iterable[str]) -> str | None:
+    """Core's input count check (``InferenceRequest::Normalize``) on a warmup request, or None.
+
+    Only warmup inputs that are model inputs count (others become override inputs); the request fails
+    when required (non-optional) inputs are missing. Texts as core writes them: names quoted, joined
+    by ',' without spaces.
+    """
+    names = {io.name for io in declared}
+    given = [n for n in fed if n in names]
+    required = sum(1 for io in declared if not io.optional)
+    if len(given) >= required:  # warmup names are map keys: never more than the declared inputs
+        return None
+    missing = [io.name for io in declared if not io.optional and io.name not in given]
+    got = "[" + ",".join(f"'{n}'" for n in given) + "]"
+    lacking = "[" + ",".join(f"'{n}'" for n in missing) + "]"
+    expected = (
+        f"expected {len(declared)} inputs"
+        if required == len(declared)
+        else f"expected number of inputs between {required} and {len(declared)}"
+    )
+    return (
+        f"{expected} but got {len(given)} inputs for model '{model_name}'. Got input(s) {got}, "
+        f"but missing required input(s) {lacking}. Please provide all required input(s)."
+    )
+
+
 @rule("RB208", "model-warmup")
 def check_model_warmup(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """`model_warmup` samples Triton can build when the model loads.
@@ -397,12 +480,17 @@ def check_model_warmup(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
     Every warmup input needs `zero_data`, `random_data` or `input_data_file` ("warmup setting expects
     input 'X' to have input_data_type set"), fixed dims ("warmup setting expects all variable-size
     dimensions are specified for input 'X'"), a `data_type`, and an `input_data_file` must exist in
-    the model's `warmup/` folder with at least as many bytes as the tensor needs. A warmup input that
-    is not a model input (and not a sequence control) or has a different data type makes the warmup
-    request fail (warning).
+    the model's `warmup/` folder with at least as many bytes as the tensor needs. A sample must feed
+    every required (non-`optional`) model input by name, else the load fails with Triton's "expected N
+    inputs but got M inputs for model 'X'. Got input(s) [...], but missing required input(s) [...].
+    Please provide all required input(s)." (checked when the config's inputs are final, not filled in
+    from the model file). A warmup input that is not a model input (and not a sequence control) is
+    passed as an extra input that does not count, and one with a different data type makes the warmup
+    request fail (warnings). Samples with `batch_size: 0` (the default) are skipped by Triton.
 
-    Fails: `inputs { key: "x" value { data_type: TYPE_FP32 dims: [ -1 ] zero_data: true } }`.
-    Passes: `dims: [ 4 ]`.
+    Fails: `inputs { key: "x" value { data_type: TYPE_FP32 dims: [ -1 ] zero_data: true } }`, or
+    `batch_size: 1 inputs { key: "NOPE" ... }` for a model whose only input is `INPUT0`.
+    Passes: `batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } }`.
     """
     cfg = model.config
     if cfg is None or not cfg.model_warmup:
@@ -416,7 +504,18 @@ def check_model_warmup(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
         s.input_name for s in cfg.sequence_batching.state
     }
     warmup_dir = next((v for v in model.versions if v.name == WARMUP_FOLDER), None)
+    inputs_final = not io_autocompleted(model, ctx)  # else the model file adds inputs
     for sample in cfg.model_warmup:
+        if sample.batch_size == 0:
+            continue  # Triton skips the sample ("Skipping batch 0 warmup sample")
+        if inputs_final:
+            problem = warmup_input_count_problem(config_name(model), cfg.input, sample.inputs)
+            if problem is not None:
+                yield Finding(
+                    problem,
+                    hint=f"warmup sample '{sample.name}' must feed every required input "
+                    "(the ones without optional: true) by its name in the config",
+                )
         for input_name, spec in sample.inputs.items():
             which = spec.WhichOneof("input_data_type")
             if which is None:
@@ -432,6 +531,8 @@ def check_model_warmup(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
                 yield Finding(
                     f"warmup sample '{sample.name}' feeds '{input_name}', which is not an input of the model",
                     severity=Severity.WARNING,
+                    hint="Triton passes it as an extra (override) input and does not count it as a model input"
+                    + (f"; the model's inputs: {', '.join(inputs) or 'none'}" if inputs_final else ""),
                 )
             elif declared is not None and declared.data_type not in (TYPE_INVALID, spec.data_type):
                 yield Finding(

@@ -16,51 +16,33 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from repo_builder.validate.model import Finding, ModelEntry, Rule, RuleContext, Severity, rule
-from repo_builder.validate.rules.config import TYPE_INVALID, WILDCARD, config_name, io_autocompleted
+from repo_builder.validate.rules.config import (
+    TYPE_INVALID,
+    WILDCARD,
+    backend_fills_io,
+    config_name,
+    io_autocompleted,
+)
 from repo_builder.validate.rules.layout import versions_to_load
 
 ENSEMBLE = "ensemble"
 T = TypeVar("T")
-_CACHE_LIMIT = 64
 
 
-class _RunCache:
-    """Per-run memo: a name index of the repository and per-ensemble results several rules share.
-
-    ``Repository.model`` scans the model list, and the stages are asked for by several rules; keys
-    hold the objects themselves, so an id is never reused while its entry lives.
-    """
-
-    def __init__(self) -> None:
-        self.indexes: dict[int, tuple[object, dict[str, ModelEntry]]] = {}
-        self.results: dict[tuple[str, int, int], tuple[object, object, object]] = {}
-
-    def index(self, ctx: RuleContext) -> dict[str, ModelEntry]:
-        repo = ctx.repository
-        hit = self.indexes.get(id(repo))
-        if hit is None or hit[0] is not repo:
-            if len(self.indexes) > _CACHE_LIMIT:
-                self.indexes.clear()
-            hit = self.indexes[id(repo)] = (repo, {m.name: m for m in repo.models})
+def _memo(what: str, model: ModelEntry, ctx: RuleContext, compute: Callable[[], T]) -> T:
+    """A per-run result several rules share (the stages of an ensemble's judgement), kept on the context:
+    it depends on the members and their verdicts, not on the ensemble's entry alone."""
+    key = (what, id(model))
+    hit = ctx.facts.get(key)
+    if hit is not None and hit[0] is model:  # the entry itself is kept, so its id cannot be reused
         return hit[1]
-
-    def memo(self, what: str, model: ModelEntry, ctx: RuleContext | None, compute: Callable[[], T]) -> T:
-        key = (what, id(model), id(ctx))
-        hit = self.results.get(key)
-        if hit is not None and hit[0] is model and hit[1] is ctx:
-            return hit[2]
-        if len(self.results) > 16 * _CACHE_LIMIT:
-            self.results.clear()
-        value = compute()
-        self.results[key] = (model, ctx, value)
-        return value
-
-
-_RUN = _RunCache()
+    value = compute()
+    ctx.facts[key] = (model, value)
+    return value
 
 
 def _lookup(ctx: RuleContext, name: str) -> ModelEntry | None:
-    return _RUN.index(ctx).get(name)
+    return ctx.repository.model(name)
 
 
 def _steps(model: ModelEntry) -> list:
@@ -178,12 +160,13 @@ def _not_written(output: str, ensemble: str, node: _FlowNode) -> str:
 
 def _config_ok(model: ModelEntry) -> bool:
     """Stage one passed (a backend on an ensemble is reported by RB403 but stops Triton here too)."""
-    return _RUN.memo(
-        "config",
-        model,
-        None,
-        lambda: not model.config.backend and not scheduling_problems(model) and not data_flow_problems(model),
-    )
+    facts = model.facts
+    ok = facts.get(_config_ok)
+    if ok is None:
+        ok = facts[_config_ok] = (
+            not model.config.backend and not scheduling_problems(model) and not data_flow_problems(model)
+        )
+    return ok
 
 
 def _member_names(model: ModelEntry) -> list[str]:
@@ -200,7 +183,7 @@ def _missing_members(model: ModelEntry, ctx: RuleContext) -> list[str]:
 
 def _cycle(model: ModelEntry, ctx: RuleContext) -> str | None:
     """Triton's CircularDependencyCheck: 'start -> ... -> last -> start' when a path leads back here."""
-    return _RUN.memo("cycle", model, ctx, lambda: _find_cycle(model, ctx))
+    return _memo("cycle", model, ctx, lambda: _find_cycle(model, ctx))
 
 
 def _find_cycle(model: ModelEntry, ctx: RuleContext) -> str | None:
@@ -252,7 +235,7 @@ def _refused_members(model: ModelEntry, ctx: RuleContext) -> list[str]:
 
 def _members_ok(model: ModelEntry, ctx: RuleContext) -> bool:
     """Stage two passed: Triton would go on to compare the tensors."""
-    return _RUN.memo("members", model, ctx, lambda: _judge_members(model, ctx))
+    return _memo("members", model, ctx, lambda: _judge_members(model, ctx))
 
 
 def _judge_members(model: ModelEntry, ctx: RuleContext) -> bool:
@@ -427,10 +410,17 @@ def _consistency(existing: _TensorNode, new: _TensorNode, prefix: str) -> str | 
 
 
 def member_io_final(member: ModelEntry, ctx: RuleContext) -> bool:
-    """True when the member's config already holds the inputs/outputs Triton will use."""
+    """True when the member's config already holds the inputs/outputs Triton will use.
+
+    Without a config.pbtxt, auto-complete builds one: its inputs/outputs come from the model file when
+    the backend reads them (ONNX, TensorRT, a Python ``auto_complete_config``), else there are none (a
+    Python model.py without ``auto_complete_config``), and the mapping checks can be decided.
+    """
     cfg = member.config
     if cfg is None:
-        return ctx.options.strict  # no config: only auto-complete can make one (and --strict refuses it)
+        if ctx.options.strict or member.has_config_file:
+            return True  # refused before the tensors matter (RB105, RB201)
+        return not backend_fills_io(member)
     if not io_autocompleted(member, ctx):
         return True
     tensors = [*cfg.input, *cfg.output]
@@ -447,7 +437,7 @@ class _GraphFinding:
 
 def analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[_GraphFinding]:
     """Core's ValidateEnsembleConfig over the scanned configs (only when stages one and two pass)."""
-    return _RUN.memo("tensors", model, ctx, lambda: _analyze_tensors(model, ctx))
+    return _memo("tensors", model, ctx, lambda: _analyze_tensors(model, ctx))
 
 
 def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[_GraphFinding]:
@@ -486,7 +476,11 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[_GraphFinding]
         mcfg = member.config
         mname = step.model_name
         if mcfg is None:
-            return out
+            if mname in unknown:
+                return out
+            from tritonclient.grpc import model_config_pb2 as pb
+
+            mcfg = pb.ModelConfig()  # auto-complete adds no tensors and no batching: config as empty as written
         if mcfg.max_batch_size != 0 and mcfg.max_batch_size < cfg.max_batch_size:
             out.append(
                 _GraphFinding(
@@ -501,7 +495,13 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[_GraphFinding]
         if mname in unknown:
             return out  # later steps would be judged against an incomplete graph
         problems = _map_step(name, step, mcfg, tensors)
-        out.extend(_GraphFinding(stage, Finding(text)) for stage, text in problems)
+        hint = (
+            f"'{mname}' has no config.pbtxt and auto-complete fills in no inputs or outputs for it (a model.py "
+            "without auto_complete_config): write its config.pbtxt"
+            if member.config is None
+            else None
+        )
+        out.extend(_GraphFinding(stage, Finding(text, hint=hint)) for stage, text in problems)
         if problems:
             return out
     problem = _decoupled_problem(name, cfg, tensors)
@@ -516,9 +516,12 @@ def _map_step(
     """Core's ValidateTensorMapping for one step; links the step's tensors into the graph."""
     mname = step.model_name
     batching = mcfg.max_batch_size > 0
+    # Plain copies: protobuf maps and repeated fields are slow to walk, and each is walked several times.
+    input_map, output_map = dict(step.input_map), dict(step.output_map)
+    member_inputs, member_outputs = list(mcfg.input), list(mcfg.output)
     problems: list[tuple[str, str]] = []
-    inputs = {io.name for io in mcfg.input}
-    for key, tensor in step.input_map.items():
+    inputs = {io.name for io in member_inputs}
+    for key, tensor in input_map.items():
         if key not in inputs:
             problems.append(
                 (
@@ -528,8 +531,8 @@ def _map_step(
             )
     if problems:
         return problems
-    for io in mcfg.input:
-        tensor = step.input_map.get(io.name)
+    for io in member_inputs:
+        tensor = input_map.get(io.name)
         if tensor is None:
             if not io.optional:
                 problems.append(
@@ -548,8 +551,8 @@ def _map_step(
             tensors[tensor] = new
     if problems:
         return problems
-    outputs = [io.name for io in mcfg.output]
-    for key, tensor in step.output_map.items():
+    outputs = [io.name for io in member_outputs]
+    for key, tensor in output_map.items():
         if key not in outputs:
             problems.append(
                 (
@@ -560,8 +563,8 @@ def _map_step(
     if problems:
         return problems
     sibling = _TensorNode(mname)
-    for key, tensor in step.output_map.items():
-        matches = [io for io in mcfg.output if io.name == key]
+    for key, tensor in output_map.items():
+        matches = [io for io in member_outputs if io.name == key]
         for io in matches:
             new = _node(mname, batching, io.data_type, io.dims)
             if tensor in tensors:
@@ -583,10 +586,10 @@ def _map_step(
     if problems:
         return problems
     decoupled = mcfg.model_transaction_policy.decoupled
-    for tensor in step.output_map.values():
+    for tensor in output_map.values():
         node = tensors[tensor]
         node.decoupled = decoupled
-        for source in step.input_map.values():
+        for source in input_map.values():
             prev = tensors[source]
             node.prev.append(prev)
             prev.next.append(node)
@@ -654,7 +657,10 @@ def check_tensor_mapping(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
     Triton: "in ensemble E, ensemble tensor T is mapping to non-existing input X in model M", "... is
     mapped from non-existing output Y in model M", "in ensemble E, input X in model M is not mapped to
     any ensemble tensors" (inputs marked `optional: true` may stay unmapped). When a member's inputs
-    and outputs are filled in from its model file (auto-complete), the check needs the model file.
+    and outputs are filled in from its model file (auto-complete: ONNX Runtime, TensorRT, a Python
+    model.py with `auto_complete_config`), the check needs the model file. A member without
+    config.pbtxt whose backend fills in nothing (a model.py without `auto_complete_config`) has no
+    inputs or outputs at all, so every mapping to it fails.
 
     Fails: `input_map { key: "INPUT" value: "data" }` for a member whose input is `INPUT0`.
     Passes: `key: "INPUT0"`.

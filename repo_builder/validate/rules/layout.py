@@ -21,23 +21,18 @@ from repo_builder.validate.model import (
 )
 from repo_builder.validate.scan import CONFIG_FILE, RESERVED_DIRS
 
-_LOADED: dict[int, tuple[ModelEntry, tuple[int, ...]]] = {}
-
 
 def versions_to_load(model: ModelEntry) -> tuple[int, ...]:
     """The versions Triton loads under the model's version policy (default: the latest one).
 
     Mirrors core's ``VersionsToLoad``: a ``specific`` version without its folder is skipped, ``latest``
     takes the ``num_versions`` greatest, a policy with no choice set means all. Many rules ask, so the
-    answer is kept per model object.
+    answer is kept on the model entry.
     """
-    cached = _LOADED.get(id(model))
-    if cached is not None and cached[0] is model:
-        return cached[1]
-    loaded = _versions_to_load(model)
-    if len(_LOADED) > 4096:
-        _LOADED.clear()
-    _LOADED[id(model)] = (model, loaded)
+    facts = model.facts
+    loaded = facts.get(_versions_to_load)
+    if loaded is None:
+        loaded = facts[_versions_to_load] = _versions_to_load(model)
     return loaded
 
 
@@ -77,15 +72,17 @@ def _is_unlistable(problem: str | None) -> bool:
     return problem is not None and problem.startswith("cannot list")
 
 
-@rule("RB101", "hidden-model-folder")
+@rule("RB101", "hidden-model-folder", Severity.WARNING)
 def check_hidden_model_folder(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A hidden folder (name starting with ``.``) in the repository is a model to Triton.
 
-    Triton treats every subfolder of the repository as a model, hidden ones too. Jupyter's
-    ``.ipynb_checkpoints``, ``.git`` or an editor's cache folder make the server try (and fail) to load a
-    model of that name, and with ``--exit-on-error`` (the default) the server does not start.
+    Triton treats every subfolder of the repository as a model, hidden ones too: a hidden folder with a
+    valid config and model file loads as a model named ``.name``, and it is judged here like any other
+    model. Jupyter's ``.ipynb_checkpoints``, ``.git`` or an editor's cache folder make the server try
+    (and fail) to load a model of that name, which the other rules report as errors (e.g. RB110, no
+    version folder), and with ``--exit-on-error`` (the default) the server does not start.
 
-    Fails::
+    Fails (warning here; RB110 refuses the empty folder)::
 
         models/.ipynb_checkpoints/
         models/add_sub/config.pbtxt
@@ -96,11 +93,13 @@ def check_hidden_model_folder(model: ModelEntry, ctx: RuleContext) -> Iterator[F
     """
     if model.name.startswith("."):
         backend = model.name[1:] or model.name
+        tail = "" if model.has_config_file else f" (without a config it looks for a backend named '{backend}')"
         yield Finding(
             f"'{model.name}' is a hidden folder, but Triton treats every subfolder of the repository as a "
-            f"model and tries to load it (without a config it looks for a backend named '{backend}')",
+            f"model and loads (or tries to load) it as model '{model.name}'{tail}",
             path=model.path,
-            hint="delete the folder or move it out of the model repository",
+            hint="if it is not a model, delete the folder or move it out of the model repository; "
+            "if it is, give it a name without the leading '.'",
         )
 
 
@@ -216,7 +215,7 @@ def check_config_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Findin
         models/densenet/config.pbtxt
         models/densenet/1/model.onnx
     """
-    if model.has_config_file or _is_unlistable(model.problem) or model.name.startswith("."):
+    if model.has_config_file or _is_unlistable(model.problem):
         return
     where = f"{model.name}/{CONFIG_FILE}"
     if ctx.options.strict:
@@ -355,7 +354,7 @@ def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> Iterator[
         models/pipeline/config.pbtxt
         models/pipeline/1/.keep
     """
-    if _is_unlistable(model.problem) or model.name.startswith("."):
+    if _is_unlistable(model.problem):
         return
     if versions_to_load(model):
         return

@@ -442,9 +442,6 @@ class _Checked(NamedTuple):
     problems: tuple[_Problem, ...]
 
 
-_RESULTS: dict[int, tuple[ModelEntry, bool, tuple[_Checked, ...]]] = {}
-
-
 def _onnx_path(model: ModelEntry, number: int, filename: str) -> Path | None:
     v = version_folder(model, number)
     entry = v.entry(filename) if v is not None else None
@@ -474,18 +471,15 @@ def _not_downloaded(model: ModelEntry, number: int, filename: str, path: Path) -
 
 def check_onnx_model(model: ModelEntry, ctx: RuleContext) -> tuple[_Checked, ...]:
     """All ONNX findings of one model, computed once and shared by the RB6xx rules."""
-    cached = _RESULTS.get(id(model))
-    if cached is not None and cached[0] is model and cached[1] == ctx.options.strict:
-        return cached[2]
-    results = tuple(_check(model, ctx))
-    if len(_RESULTS) > 4096:
-        _RESULTS.clear()
-    _RESULTS[id(model)] = (model, ctx.options.strict, results)
+    key = (_check, ctx.options.strict)  # the only part of the run the answer depends on
+    results = model.facts.get(key)
+    if results is None:
+        results = model.facts[key] = tuple(_check(model, ctx))
     return results
 
 
 def _check(model: ModelEntry, ctx: RuleContext) -> Iterator[_Checked]:
-    if model.name.startswith(".") or (model.config is None and (model.has_config_file or ctx.options.strict)):
+    if model.config is None and (model.has_config_file or ctx.options.strict):
         return
     resolved = resolve_backend(model)
     if resolved.backend != "onnxruntime" or resolved.problem is not None:

@@ -91,21 +91,15 @@ def _first_folder(model: ModelEntry) -> VersionDir | None:
     return dirs[0] if dirs else None
 
 
-_RESOLVED: dict[int, tuple[ModelEntry, ResolvedBackend]] = {}
-
-
 def resolve_backend(model: ModelEntry) -> ResolvedBackend:
     """Fill ``platform``/``backend``/``default_model_filename`` from the config and file names as core does.
 
-    Several rules ask per model, so the answer is kept (keyed by the model object's identity).
+    Several rules ask per model, so the answer is kept on the model entry.
     """
-    cached = _RESOLVED.get(id(model))
-    if cached is not None and cached[0] is model:
-        return cached[1]
-    resolved = _resolve(model)
-    if len(_RESOLVED) > 4096:
-        _RESOLVED.clear()
-    _RESOLVED[id(model)] = (model, resolved)
+    facts = model.facts
+    resolved = facts.get(_resolve)
+    if resolved is None:
+        resolved = facts[_resolve] = _resolve(model)
     return resolved
 
 
@@ -191,9 +185,10 @@ def _resolve(model: ModelEntry) -> ResolvedBackend:
 
 
 def _judged(model: ModelEntry, ctx: RuleContext) -> bool:
-    """Whether platform rules apply: a readable, non-hidden model whose config parsed, or is absent and
-    auto-complete may fill it in (under --strict a missing config is refused first: RB105)."""
-    if model.name.startswith(".") or (model.problem or "").startswith("cannot list"):
+    """Whether platform rules apply: a readable model (hidden ones too: Triton loads them) whose config
+    parsed, or is absent and auto-complete may fill it in (under --strict a missing config is refused
+    first: RB105)."""
+    if (model.problem or "").startswith("cannot list"):
         return False
     if model.config is not None:
         return True

@@ -13,22 +13,20 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from repo_builder.compile.gpu import capability_from_sm, is_compute_capability
-from repo_builder.compile.pending import RECIPE_FILE, read_recipe
-from repo_builder.compile.profiles import engine_max_batch
-from repo_builder.compile.releases import (
-    normalize_release,
-    releases_for_tensorrt,
-    same_tensorrt,
-    tensorrt_for_release,
-)
-from repo_builder.compile.sidecar import SIDECAR_FILE, PlanInfo, read_sidecar
 from repo_builder.errors import UserError
 from repo_builder.validate.model import Finding, ModelEntry, Rule, RuleContext, Severity, VersionDir, rule
 
+if TYPE_CHECKING:
+    from repo_builder.compile.sidecar import PlanInfo
+
+# repo_builder.compile is imported only inside the rules, once a model is known to be TensorRT: its
+# package __init__ pulls in the whole compile flow (tens of ms), which every other validate run would pay
+# at start-up. The two file names are repeated here for that reason (a test keeps them equal).
 DEFAULT_PLAN = "model.plan"
+RECIPE_FILE = "compile.json"  # repo_builder.compile.pending.RECIPE_FILE
+SIDECAR_FILE = "plan.json"  # repo_builder.compile.sidecar.SIDECAR_FILE
 _DATA_TYPE_NAMES: dict[int, str] = {}
 
 
@@ -85,6 +83,8 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 @lru_cache(maxsize=256)
 def _sidecar(path: str, stamp: tuple[int, int] | None) -> tuple[dict[str, PlanInfo] | None, str | None]:
+    from repo_builder.compile.sidecar import read_sidecar
+
     try:
         return read_sidecar(Path(path)), None
     except UserError as exc:
@@ -93,6 +93,7 @@ def _sidecar(path: str, stamp: tuple[int, int] | None) -> tuple[dict[str, PlanIn
 
 @lru_cache(maxsize=64)
 def _engine(path: str, stamp: tuple[int, int] | None) -> tuple[PlanInfo | None, str | None]:
+    from repo_builder.compile.sidecar import PlanInfo
     from repo_builder.compile.tensorrt_api import read_engine
 
     try:
@@ -128,6 +129,8 @@ def plan_facts(model: ModelEntry, ctx: RuleContext) -> list[PlanFacts]:
             if use_engine:
                 engine_info, engine_problem = _engine(str(v.path / name), _stamp(v.path / name))
                 if engine_info is not None:
+                    from repo_builder.compile.sidecar import PlanInfo
+
                     cc = info.compute_capability if info else ""
                     engine_info = PlanInfo(**{**engine_info.__dict__, "compute_capability": cc})
                 out.append(PlanFacts(v, name, engine_info, engine_problem, "engine"))
@@ -160,6 +163,8 @@ def plan_pending(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """
     if not _is_tensorrt(model):
         return
+    from repo_builder.compile.pending import read_recipe
+
     severity = Severity.WARNING if ctx.options.allow_pending else None
     for v in _versions(model):
         if not v.has(RECIPE_FILE):
@@ -197,6 +202,8 @@ def max_batch_within_profile(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
     """
     if not _is_tensorrt(model) or model.config is None or model.config.max_batch_size <= 0:
         return
+    from repo_builder.compile.profiles import engine_max_batch
+
     used = _used_profiles(model)
     for facts in plan_facts(model, ctx):
         if facts.info is None or not facts.info.profiles:
@@ -378,6 +385,8 @@ def cc_model_filenames(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
     """
     if not _is_tensorrt(model) or model.config is None:
         return
+    from repo_builder.compile.gpu import capability_from_sm, is_compute_capability
+
     entries = sorted(model.config.cc_model_filenames.items())
     for key, _ in entries:
         if not is_compute_capability(key):
@@ -418,6 +427,13 @@ def version_matches_triton(model: ModelEntry, ctx: RuleContext) -> Iterable[Find
     """
     if not _is_tensorrt(model) or not ctx.options.triton_release:
         return
+    from repo_builder.compile.releases import (
+        normalize_release,
+        releases_for_tensorrt,
+        same_tensorrt,
+        tensorrt_for_release,
+    )
+
     try:
         release = normalize_release(ctx.options.triton_release)
     except UserError as exc:
@@ -483,6 +499,8 @@ def plan_sidecar(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """
     if not _is_tensorrt(model):
         return
+    from repo_builder.compile.gpu import capability_from_sm
+
     for facts in plan_facts(model, ctx):
         if facts.problem:
             yield Finding(
