@@ -38,7 +38,8 @@ common_options = option_group(
     click.option("--labels", type=click.Path(path_type=Path), default=None, help="Labels file (one per line, in output order) instead of the model's own."),
     click.option("--defer-compile", is_flag=True, help="tensorrt: write the ONNX and a compile recipe; build plans later with 'repo-builder compile-pending'."),
     click.option("--precision", type=click.Choice(PRECISIONS), default="fp16", show_default=True, help="tensorrt: plan precision."),
-    click.option("--skip-parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch parity check during export."),
+    # --no-parity as in `export`; --skip-parity kept as an alias.
+    click.option("--no-parity", "--skip-parity", "skip_parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch parity check during export."),
     click.option("--live", is_flag=True, help="After building, load every model into the embedded Triton and send one request per ensemble."),
     click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="--live: this tritonserver binary instead of the embedded one."),
     click.option("--json", "as_json", is_flag=True, help='Print a JSON summary on stdout: {"repository", "ensemble", "models": [...]}.'),

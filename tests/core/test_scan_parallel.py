@@ -39,7 +39,7 @@ def run_fresh(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", PRELUDE + code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     if done.stdout.strip() == "skip":
-        pytest.skip("needs two CPUs and a single-threaded process to fork a parser")
+        pytest.skip(reason="needs two CPUs and a single-threaded process to fork a parser")
     return done.stdout.strip()
 
 

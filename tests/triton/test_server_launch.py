@@ -138,7 +138,7 @@ def test_start_server_raises_after_timeout_when_remote_repository_hangs(
 def test_server_environment_adds_libraries_and_libdir_when_bundled() -> None:
     install = locate_tritonserver(None)
     if not install.bundled:
-        pytest.skip("a tritonserver on PATH is used instead of the nvidia-pytriton one")
+        pytest.skip(reason="a tritonserver on PATH is used instead of the nvidia-pytriton one")
     env = server_environment(install, {"PATH": "/usr/bin"})
     libs = env["LD_LIBRARY_PATH"].split(os.pathsep)
     assert any(p.endswith("nvidia_pytriton.libs") for p in libs)

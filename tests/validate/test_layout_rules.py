@@ -299,5 +299,5 @@ print(sum(1 for m in parallel.models if m.config_problem and m.config_line))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     if done.stdout.strip() == "skip":
-        pytest.skip("needs two CPUs to fork a parser")
+        pytest.skip(reason="needs two CPUs to fork a parser")
     assert int(done.stdout) == len(range(0, scan.PARALLEL_MIN_CONFIGS + 10, 7))  # errors keep their line
