@@ -66,6 +66,8 @@ MODEL_MUTATIONS = (
     "kind_cpu_zero",
     "warmup_bad_input",
     "warmup_ok",
+    "warmup_dtype_mismatch",
+    "warmup_dims_mismatch",
     "response_cache",
 )
 ENSEMBLE_MUTATIONS = (
@@ -203,6 +205,18 @@ def model_config(m: ModelCase) -> str:
         text += (
             f'model_warmup [{{ name: "w" {batch}inputs {{ key: "{name}" value: '
             f"{{ data_type: {m.in_dtype} dims: [{dims}] zero_data: true }} }} }}]\n"
+        )
+    if mut in ("warmup_dtype_mismatch", "warmup_dims_mismatch"):
+        # batch_size 1 even without batching, so Triton runs the sample; dims exclude the batch dimension
+        fixed = tuple(1 if d < 0 else d for d in m.in_dims)
+        dtype = m.in_dtype
+        if mut == "warmup_dtype_mismatch":
+            dtype = "TYPE_FP32" if m.in_dtype == "TYPE_INT32" else "TYPE_INT32"
+        else:
+            fixed += (2,)  # one dimension too many never matches, -1 or not
+        text += (
+            'model_warmup [{ name: "w" batch_size: 1 inputs { key: "INPUT0" value: '
+            f"{{ data_type: {dtype} dims: [{_dims(fixed)}] random_data: true }} }} }}]\n"
         )
     if mut == "response_cache":
         text += "response_cache { enable: true }\n"

@@ -253,7 +253,7 @@ def _warmup(inputs: str) -> str:
         (
             'data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "in.bin"',
             {"warmup/in.bin": b"\0" * 8},
-            "warmup setting expects 16 bytes, but the data provided from in.bin only has 8 bytes",
+            "warmup setting expects 16 bytes, but the data provided from in.binonly has 8 bytes",  # sic, as Triton
         ),
     ],
 )
@@ -271,6 +271,163 @@ def test_model_warmup_passes_when_data_file_is_big_enough(tmp_path: Path) -> Non
     assert not found(report, "RB208")
     assert report.ok
 
+
+
+BATCH_NOTE = (
+    " NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to "
+    "each input shape. If you want to specify the full shape including the batch dim in your input dims config, "
+    "try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
+)
+
+
+def _warmup_model(tmp_path: Path, declared: str, fed: str, max_batch_size: int = 0, files: dict | None = None) -> None:
+    io = (
+        f'input [ {{ name: "INPUT0" {declared} }} ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    )
+    sample = f'model_warmup [ {{ name: "w" batch_size: 1 inputs {{ key: "INPUT0" value {{ {fed} }} }} }} ]\n'
+    python_model(tmp_path, "m", io + sample, max_batch_size=max_batch_size, files=files)
+
+
+# Each case's text was read from the real 2.51 refusing the same repository ("load failed for model 'm':
+# version 1 is at UNAVAILABLE state: Invalid argument: [request id: <id_unknown>] <text>;").
+@pytest.mark.parametrize(
+    ("declared", "fed", "max_batch_size", "files", "message"),
+    [
+        (
+            "data_type: TYPE_FP32 dims: [ 4 ]",
+            "data_type: TYPE_INT32 dims: [ 4 ] zero_data: true",
+            0,
+            {},
+            "inference input 'INPUT0' data-type is 'INT32', but model 'm' expects 'FP32'",
+        ),
+        (
+            "data_type: TYPE_FP32 dims: [ 4 ]",
+            "data_type: TYPE_FP16 dims: [ 4 ] random_data: true",
+            8,
+            {},
+            "inference input 'INPUT0' data-type is 'FP16', but model 'm' expects 'FP32'",
+        ),
+        (
+            "data_type: TYPE_STRING dims: [ 2 ]",
+            'data_type: TYPE_FP32 dims: [ 2 ] input_data_file: "in.bin"',
+            0,
+            {"warmup/in.bin": b"\0" * 8},
+            "inference input 'INPUT0' data-type is 'FP32', but model 'm' expects 'BYTES'",
+        ),
+        (
+            "data_type: TYPE_FP32 dims: [ 4 ]",
+            "data_type: TYPE_FP32 dims: [ 5 ] zero_data: true",
+            0,
+            {},
+            "unexpected shape for input 'INPUT0' for model 'm'. Expected [4], got [5].",
+        ),
+        (
+            "data_type: TYPE_FP32 dims: [ -1 ]",
+            "data_type: TYPE_FP32 dims: [ 7, 1 ] random_data: true",
+            0,
+            {},
+            "unexpected shape for input 'INPUT0' for model 'm'. Expected [-1], got [7,1].",
+        ),
+        (
+            "data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] }",
+            'data_type: TYPE_FP32 dims: [ 2, 2 ] input_data_file: "in.bin"',
+            0,
+            {"warmup/in.bin": b"\0" * 16},
+            "unexpected shape for input 'INPUT0' for model 'm'. Expected [4], got [2,2].",
+        ),
+        (  # the warmup dims include the batch dimension, which Triton prepends itself
+            "data_type: TYPE_FP32 dims: [ 4 ]",
+            "data_type: TYPE_FP32 dims: [ 1, 4 ] zero_data: true",
+            8,
+            {},
+            "unexpected shape for input 'INPUT0' for model 'm'. Expected [-1,4], got [1,1,4]." + BATCH_NOTE,
+        ),
+        (
+            "data_type: TYPE_FP32 dims: [ -1, 3 ]",
+            "data_type: TYPE_FP32 dims: [ 5, 2 ] zero_data: true",
+            4,
+            {},
+            "unexpected shape for input 'INPUT0' for model 'm'. Expected [-1,-1,3], got [1,5,2]." + BATCH_NOTE,
+        ),
+    ],
+)
+def test_model_warmup_fails_with_triton_text_when_sample_does_not_match_input(
+    tmp_path: Path, declared: str, fed: str, max_batch_size: int, files: dict, message: str
+) -> None:
+    _warmup_model(tmp_path, declared, fed, max_batch_size, files)
+    [d] = found(validate(tmp_path), "RB208")
+    assert (d.severity, d.message) == (Severity.ERROR, message)
+
+
+@pytest.mark.parametrize(
+    ("declared", "fed", "max_batch_size", "files"),
+    [
+        ("data_type: TYPE_FP32 dims: [ 4 ]", "data_type: TYPE_FP32 dims: [ 4 ] zero_data: true", 0, {}),
+        ("data_type: TYPE_FP32 dims: [ 4 ]", "data_type: TYPE_FP32 dims: [ 4 ] random_data: true", 8, {}),
+        ("data_type: TYPE_FP32 dims: [ -1 ]", "data_type: TYPE_FP32 dims: [ 7 ] zero_data: true", 0, {}),
+        ("data_type: TYPE_FP32 dims: [ -1, 3 ]", "data_type: TYPE_FP32 dims: [ 5, 3 ] random_data: true", 4, {}),
+        ("data_type: TYPE_STRING dims: [ 2 ]", "data_type: TYPE_STRING dims: [ 2 ] zero_data: true", 0, {}),
+        (  # Triton compares the warmup dims with dims, not with reshape
+            "data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] }",
+            'data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "in.bin"',
+            0,
+            {"warmup/in.bin": b"\0" * 20},
+        ),
+    ],
+)
+def test_model_warmup_passes_when_sample_matches_input(
+    tmp_path: Path, declared: str, fed: str, max_batch_size: int, files: dict
+) -> None:
+    _warmup_model(tmp_path, declared, fed, max_batch_size, files)
+    report = validate(tmp_path)
+    assert not found(report, "RB208")
+    assert report.ok
+
+
+def test_model_warmup_fails_when_autocompleting_model_declares_the_input_with_another_data_type(
+    tmp_path: Path,
+) -> None:
+    # auto_complete_config may add inputs but keeps a declared one, so the mismatch is certain.
+    autocomplete_py = (
+        "class TritonPythonModel:\n"
+        "    def auto_complete_config(auto_complete_model_config):\n"
+        "        return auto_complete_model_config\n\n"
+        "    def execute(self, requests):\n"
+        "        return []\n"
+    )
+    fed = "data_type: TYPE_INT32 dims: [ 4 ] zero_data: true"
+    _warmup_model(tmp_path / "bad", "data_type: TYPE_FP32 dims: [ 4 ]", fed, files={"1/model.py": autocomplete_py})
+    _warmup_model(tmp_path / "good", "data_type: TYPE_INT32 dims: [ 4 ]", fed, files={"1/model.py": autocomplete_py})
+    assert [d.message for d in errors(validate(tmp_path / "bad"), "m")] == [
+        "inference input 'INPUT0' data-type is 'INT32', but model 'm' expects 'FP32'"
+    ]
+    assert not found(validate(tmp_path / "good"), "RB208")
+
+
+def test_model_warmup_reports_data_type_and_file_size_when_both_are_wrong(tmp_path: Path) -> None:
+    # The server stops at the file size (the sample is built before it runs); both must be fixed.
+    _warmup_model(
+        tmp_path,
+        "data_type: TYPE_FP32 dims: [ 4 ]",
+        'data_type: TYPE_INT64 dims: [ 4 ] input_data_file: "in.bin"',
+        files={"warmup/in.bin": b"\0" * 16},
+    )
+    assert [d.message for d in errors(validate(tmp_path), "m")] == [
+        "inference input 'INPUT0' data-type is 'INT64', but model 'm' expects 'FP32'",
+        "warmup setting expects 32 bytes, but the data provided from in.binonly has 16 bytes",
+    ]
+
+
+def test_model_warmup_warns_only_when_extra_input_has_any_data_type(tmp_path: Path) -> None:
+    # An input the model does not declare becomes an override input: the real server loads the model.
+    extra = 'inputs { key: "NOPE" value { data_type: TYPE_INT8 dims: [ 9 ] zero_data: true } }'
+    sample = _sample(["INPUT0"]).replace(" } ]\n", f" {extra} }} ]\n")
+    python_model(tmp_path, "m", IO + sample, max_batch_size=8)
+    report = validate(tmp_path)
+    assert "NOPE" in sample
+    assert [d.severity for d in found(report, "RB208")] == [Severity.WARNING]
+    assert report.ok
 
 
 def _sample(feeds: list[str], batch: str = "batch_size: 1 ") -> str:

@@ -154,6 +154,35 @@ def test_config_missing_is_info_when_auto_complete_can_fill_it(repo: Path) -> No
     assert report.ok
 
 
+PLAIN_PY = "class TritonPythonModel:\n    def execute(self, requests):\n        return []\n"
+AUTOCOMPLETE_PY = (
+    "class TritonPythonModel:\n"
+    "    @staticmethod\n"
+    "    def auto_complete_config(config):\n"
+    "        return config\n\n"
+    "    def execute(self, requests):\n"
+    "        return []\n"
+)
+
+
+def _config_missing_hints(repo: Path) -> list[str | None]:
+    return [d.hint for d in validate(repo).diagnostics if d.code == "RB105"]
+
+
+def test_config_missing_hint_says_no_io_when_python_model_has_no_auto_complete_config(repo: Path) -> None:
+    # The real 2.51 loads such a model with no inputs, no outputs and max_batch_size 0.
+    make_model(repo, "plain", None, {1: {"model.py": PLAIN_PY}})
+    [hint] = _config_missing_hints(repo)
+    assert hint is not None and "no auto_complete_config" in hint and "no inputs or outputs" in hint
+    assert "need the model file" not in hint
+
+
+def test_config_missing_hint_needs_model_file_when_python_model_has_auto_complete_config(repo: Path) -> None:
+    make_model(repo, "auto", None, {1: {"model.py": AUTOCOMPLETE_PY}})
+    [hint] = _config_missing_hints(repo)
+    assert hint is not None and "need the model file" in hint
+
+
 def test_config_missing_silent_when_config_present(repo: Path) -> None:
     make_add_sub(repo)
     assert "RB105" not in codes(validate(repo, strict=True))

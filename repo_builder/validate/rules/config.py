@@ -473,23 +473,79 @@ def warmup_input_count_problem(model_name: str, declared: Sequence[object], fed:
     )
 
 
+def _dims_text(dims: Iterable[int]) -> str:
+    """Core's DimsListToString: ``[-1,4]``."""
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def _protocol_name(data_type: int) -> str:
+    """Core's DataTypeToProtocolString (``TYPE_STRING`` -> ``BYTES``)."""
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    from repo_builder import dtypes
+
+    name = pb.DataType.Name(data_type)
+    return next((d.wire for d in dtypes.DTYPES if d.triton == name), name.removeprefix("TYPE_"))
+
+
+def warmup_request_problem(
+    model_name: str, max_batch_size: int, input_name: str, spec: object, declared: object
+) -> str | None:
+    """Core's per-input checks (``InferenceRequest::Normalize``) on one warmup input fed to model input
+    ``declared``, or None: data type first, then dims.
+
+    Triton builds each warmup request with batch 1 (prepended to the warmup dims when the model batches)
+    and compares the dims without it to the config's ``dims`` (not ``reshape``); ``-1`` matches any size.
+    """
+    if TYPE_INVALID not in (spec.data_type, declared.data_type) and spec.data_type != declared.data_type:
+        return (
+            f"inference input '{input_name}' data-type is '{_protocol_name(spec.data_type)}', "
+            f"but model '{model_name}' expects '{_protocol_name(declared.data_type)}'"
+        )
+    want, got = list(declared.dims), list(spec.dims)
+    if not want or WILDCARD in got or (declared.is_shape_tensor and max_batch_size > 0):
+        return None  # other checks refuse these first; batched shape tensors keep their batch dim
+    if len(want) == len(got) and all(w in (WILDCARD, g) for w, g in zip(want, got, strict=True)):
+        return None
+    batched = max_batch_size > 0
+    expected = _dims_text(([WILDCARD] if batched else []) + want)
+    shape = _dims_text(([1] if batched else []) + got)
+    text = f"unexpected shape for input '{input_name}' for model '{model_name}'. Expected {expected}, got {shape}."
+    if batched:
+        text += (
+            " NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be "
+            "prepended to each input shape. If you want to specify the full shape including the batch dim in "
+            "your input dims config, try setting max_batch_size to zero. See the model configuration docs for "
+            "more info on max_batch_size."
+        )
+    return text
+
+
 @rule("RB208", "model-warmup")
 def check_model_warmup(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
-    """`model_warmup` samples Triton can build when the model loads.
+    """`model_warmup` samples Triton can build and run when the model loads.
 
     Every warmup input needs `zero_data`, `random_data` or `input_data_file` ("warmup setting expects
     input 'X' to have input_data_type set"), fixed dims ("warmup setting expects all variable-size
     dimensions are specified for input 'X'"), a `data_type`, and an `input_data_file` must exist in
-    the model's `warmup/` folder with at least as many bytes as the tensor needs. A sample must feed
-    every required (non-`optional`) model input by name, else the load fails with Triton's "expected N
-    inputs but got M inputs for model 'X'. Got input(s) [...], but missing required input(s) [...].
-    Please provide all required input(s)." (checked when the config's inputs are final, not filled in
-    from the model file). A warmup input that is not a model input (and not a sequence control) is
-    passed as an extra input that does not count, and one with a different data type makes the warmup
-    request fail (warnings). Samples with `batch_size: 0` (the default) are skipped by Triton.
+    the model's `warmup/` folder with at least as many bytes as one sample needs ("warmup setting
+    expects 16 bytes, but the data provided from in.binonly has 8 bytes", Triton's text, space
+    missing). A sample must feed every required (non-`optional`) model input by name, else the load
+    fails with Triton's "expected N inputs but got M inputs for model 'X'. Got input(s) [...], but
+    missing required input(s) [...]. Please provide all required input(s)." (checked when the config's
+    inputs are final, not filled in from the model file). Each sample is an inference request, so a
+    model input fed with another `data_type` refuses the model ("inference input 'X' data-type is
+    'INT32', but model 'M' expects 'FP32'"), and so do `dims` that do not match the input's `dims`
+    (`-1` matches any size; not `reshape`; without the batch dimension, which Triton prepends as 1
+    when `max_batch_size` > 0): "unexpected shape for input 'X' for model 'M'. Expected [-1,4], got
+    [1,3]." (plus Triton's note on the batch dimension). A warmup input that is not a model input
+    (and not a sequence control) is passed as an extra input that is neither counted nor checked
+    (warning). Samples with `batch_size: 0` (the default) are skipped by Triton.
 
-    Fails: `inputs { key: "x" value { data_type: TYPE_FP32 dims: [ -1 ] zero_data: true } }`, or
-    `batch_size: 1 inputs { key: "NOPE" ... }` for a model whose only input is `INPUT0`.
+    Fails: `inputs { key: "x" value { data_type: TYPE_FP32 dims: [ -1 ] zero_data: true } }`,
+    `batch_size: 1 inputs { key: "NOPE" ... }` for a model whose only input is `INPUT0`, or
+    `batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 1, 4 ] zero_data: true } }`
+    for `INPUT0` declared `TYPE_FP32` with `dims: [ 4 ]`.
     Passes: `batch_size: 1 inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } }`.
     """
     cfg = model.config
@@ -534,12 +590,15 @@ def check_model_warmup(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
                     hint="Triton passes it as an extra (override) input and does not count it as a model input"
                     + (f"; the model's inputs: {', '.join(inputs) or 'none'}" if inputs_final else ""),
                 )
-            elif declared is not None and declared.data_type not in (TYPE_INVALID, spec.data_type):
-                yield Finding(
-                    f"warmup sample '{sample.name}' feeds '{input_name}' as {pb.DataType.Name(spec.data_type)} but the "
-                    f"model input is {pb.DataType.Name(declared.data_type)}",
-                    severity=Severity.WARNING,
-                )
+            elif declared is not None:
+                problem = warmup_request_problem(config_name(model), cfg.max_batch_size, input_name, spec, declared)
+                if problem is not None:
+                    yield Finding(
+                        problem,
+                        hint=f"give '{input_name}' in warmup sample '{sample.name}' the input's data_type "
+                        f"({pb.DataType.Name(declared.data_type)}) and dims {_dims_text(declared.dims)} with "
+                        "each -1 set" + (", without the batch dimension" if cfg.max_batch_size > 0 else ""),
+                    )
             if which != "input_data_file":
                 continue
             filename = spec.input_data_file
@@ -560,7 +619,9 @@ def check_model_warmup(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
             needed = itemsize * math.prod(spec.dims)
             if size < needed:
                 yield Finding(
-                    f"warmup setting expects {needed} bytes, but the data provided from {filename} only has {size} bytes",
+                    # Triton's text has no space before "only" (core's backend_model_instance.cc)
+                    f"warmup setting expects {needed} bytes, but the data provided from {filename}only has {size} bytes",
+                    hint=f"'{filename}' must hold at least one sample: {needed} bytes of raw {dtype} values",
                     path=model.path / WARMUP_FOLDER / filename,
                 )
 

@@ -235,8 +235,20 @@ def check_config_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Findin
             f"(backend '{resolved.backend or resolved.platform}')",
             path=model.path,
             severity=Severity.INFO,
-            hint="checks of inputs, outputs and batching need the model file; write a config to pin them",
+            hint=_config_missing_hint(model, resolved.backend),
         )
+
+
+def _config_missing_hint(model: ModelEntry, backend: str | None) -> str:
+    """What auto-complete can know: a Python model.py without ``auto_complete_config`` adds nothing."""
+    from repo_builder.validate.rules.config import python_io_autocompleted  # config.py imports this module
+
+    if backend == "python" and not python_io_autocompleted(model):
+        return (
+            "model.py has no auto_complete_config, so the model has no inputs or outputs and max_batch_size 0; "
+            f"write {model.name}/{CONFIG_FILE} to declare them"
+        )
+    return "checks of inputs, outputs and batching need the model file; write a config to pin them"
 
 
 @rule("RB106", "model-name-mismatch")
