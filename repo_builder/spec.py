@@ -143,7 +143,10 @@ class Signature:
 
 def read_signature(path: Path) -> Signature:
     """Read ``signature.json`` (or the one beside an ONNX file); a bad file is a one-line UserError."""
-    if path.suffix == ".onnx":
+    # Given a model file (model.onnx, model.source.onnx ...) or an export folder, read the one beside it.
+    if path.is_dir():
+        path = path / SIGNATURE_FILE
+    elif path.suffix != ".json":
         path = path.with_name(SIGNATURE_FILE)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

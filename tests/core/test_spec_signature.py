@@ -81,3 +81,11 @@ def test_profile_replaces_an_input_when_added_twice_and_checks_order() -> None:
     assert p["x"].max == (16, 3)
     with pytest.raises(UserError, match="min <= opt <= max"):
         Profile().add("x", (4,), (2,), (8,))
+
+
+def test_read_signature_looks_beside_any_model_file_or_in_a_folder_when_not_given_json(tmp_path: Path) -> None:
+    write_signature(_signature(), tmp_path)
+    assert read_signature(tmp_path / "model.source.onnx").outputs[0].name == "logits"
+    assert read_signature(tmp_path).outputs[0].name == "logits"
+    with pytest.raises(UserError, match=r"signature\.json: no signature file"):
+        read_signature(tmp_path / "sub" / "notes.txt")
