@@ -15,7 +15,7 @@ from repo_builder.compile.settings import PRECISIONS
 from repo_builder.errors import UserError
 
 if TYPE_CHECKING:
-    from repo_builder.pipelines.build import BuildOptions, BuildResult
+    from repo_builder.pipelines.assemble import BuildOptions, BuildResult
     from repo_builder.pipelines.runtime import RuntimeChoice
 
 
@@ -48,7 +48,7 @@ common_options = option_group(
 
 def _options(kwargs: dict[str, Any], default_name: str) -> tuple[BuildOptions, RuntimeChoice]:
     """BuildOptions from the shared CLI options, and the runtime choice (printed: which and why)."""
-    from repo_builder.pipelines.build import BuildOptions
+    from repo_builder.pipelines.assemble import BuildOptions
     from repo_builder.pipelines.common import PipelineSettings
     from repo_builder.pipelines.runtime import probe_runtime
 
@@ -76,7 +76,7 @@ def _options(kwargs: dict[str, Any], default_name: str) -> tuple[BuildOptions, R
         compile_settings = CompileSettings(max_batch_size=kwargs["max_batch_size"], precision=kwargs["precision"])
         if not kwargs["defer_compile"]:
             # Fail before the export when this machine cannot build a plan, and say how to split the work.
-            from repo_builder.compile.build import require_build_environment
+            from repo_builder.compile.plan import require_build_environment
 
             try:
                 require_build_environment(compile_settings.builder)
@@ -99,7 +99,7 @@ def _options(kwargs: dict[str, Any], default_name: str) -> tuple[BuildOptions, R
 
 def _finish(result: BuildResult, kwargs: dict[str, Any]) -> int:
     """Validate what was written (offline, then with --live on the real server); 1 when it fails."""
-    from repo_builder.repository.check import check_built
+    from repo_builder.repository.verify_build import check_built
 
     outcome = check_built(result, log=_log, live=kwargs["live"], tritonserver=kwargs["tritonserver"])
     summary = result.to_json()
@@ -125,7 +125,7 @@ def command() -> None:
 @common_options
 def resnet50(weights: str, from_export: Path | None, **kwargs: Any) -> int:
     """torchvision ResNet50: encoded image bytes in, top-k ImageNet labels out."""
-    from repo_builder.pipelines.build import build_resnet50
+    from repo_builder.pipelines.assemble import build_resnet50
 
     options, _ = _options(kwargs, "resnet50")
     result = build_resnet50(options, weights=weights, from_export=from_export, log=_log)
@@ -139,7 +139,7 @@ def resnet50(weights: str, from_export: Path | None, **kwargs: Any) -> int:
 @common_options
 def text_classifier(model_dir: Path | None, from_export: Path | None, max_length: int | None, **kwargs: Any) -> int:
     """A Hugging Face text classifier: text in, top-k labels (id2label) out."""
-    from repo_builder.pipelines.build import build_text_classifier
+    from repo_builder.pipelines.assemble import build_text_classifier
 
     if max_length is not None and max_length < 1:
         raise UserError(f"--max-length must be >= 1, got {max_length}")

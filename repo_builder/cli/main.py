@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
 
 import click
 
 from repo_builder import __version__
-from repo_builder.errors import UserError
+from repo_builder.errors import EXIT_INTERNAL, RepoBuilderError
 
 # command name -> module under repo_builder.cli defining a click command called ``command``
 COMMANDS: dict[str, str] = {
@@ -39,12 +41,21 @@ def cli() -> None:
     """Build Triton model repositories that load the first time, and prove it before deploy."""
 
 
+def _verbose(argv: list[str]) -> bool:
+    """``-v``/``--verbose`` anywhere on the command line, or REPO_BUILDER_DEBUG=1: show tracebacks."""
+    return bool(os.environ.get("REPO_BUILDER_DEBUG")) or any(a in ("-v", "--verbose", "-vv") for a in argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: user mistakes become one line on stderr and exit 2, never a traceback."""
+    """Entry point: every error root becomes one line on stderr and its own exit code (errors.py);
+    a bug is reported as one, with its traceback only under ``-v``."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
         # With standalone_mode=False click hands back the command's return value: its exit code.
-        rv = cli.main(args=argv, prog_name="repo-builder", standalone_mode=False)
-    except UserError as exc:
+        rv = cli.main(args=args, prog_name="repo-builder", standalone_mode=False)
+    except RepoBuilderError as exc:
+        if exc.exit_code == EXIT_INTERNAL:
+            return _internal(exc, args)
         click.echo(f"error: {exc}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
@@ -58,7 +69,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
+        return _internal(exc, args)
     return rv if isinstance(rv, int) else 0
+
+
+def _internal(exc: BaseException, args: list[str]) -> int:
+    if _verbose(args):
+        traceback.print_exception(exc)
+    click.echo(
+        f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
+        + " -- this is a bug in repo-builder; please report it (run again with -v for the traceback)",
+        err=True,
+    )
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import click
 from repo_builder.errors import UserError
 
 if TYPE_CHECKING:
-    from repo_builder.validate.model import Repository
+    from repo_builder.validate.records import Repository
     from repo_builder.validate.report import Report
 
 FORMATS = ("text", "json", "github", "junit")
@@ -122,7 +122,7 @@ def command(
     --fail-on warning), 2 for usage errors.
     """
     from repo_builder.validate.engine import check_repository
-    from repo_builder.validate.model import Severity, ValidateOptions
+    from repo_builder.validate.records import Severity, ValidateOptions
     from repo_builder.validate.reporters import render_report
 
     if not live and (tritonserver is not None or load_timeout != 60.0):

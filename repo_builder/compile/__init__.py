@@ -6,7 +6,7 @@ Nothing here imports TensorRT at module level; ``repo-builder validate`` may imp
 
 from __future__ import annotations
 
-from repo_builder.compile.build import DEFAULT_PLAN, compile_plan, plan_filename
+from repo_builder.compile.plan import DEFAULT_PLAN, compile_plan, plan_filename
 from repo_builder.compile.pending import (
     RECIPE_FILE,
     SOURCE_ONNX,

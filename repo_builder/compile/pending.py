@@ -153,7 +153,7 @@ def defer_plan(onnx_path: Path, signature: Signature, version_dir: Path, setting
     Profiles are derived now, so a signature TensorRT cannot serve fails on the CPU machine, not later.
     Returns the recipe's path.
     """
-    from repo_builder.compile.build import check_compile_inputs
+    from repo_builder.compile.plan import check_compile_inputs
 
     onnx_path = Path(onnx_path)
     version_dir = Path(version_dir)
@@ -267,7 +267,7 @@ def compile_pending(
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
-    from repo_builder.compile.build import compile_plan, plan_filename, require_build_environment
+    from repo_builder.compile.plan import compile_plan, plan_filename, require_build_environment
 
     log = log or _stderr
     repository = Path(repository)
@@ -325,7 +325,7 @@ def compile_pending(
     if validate:
         from repo_builder.compile.gpu import gpu_present
         from repo_builder.validate.engine import validate_repository
-        from repo_builder.validate.model import ValidateOptions
+        from repo_builder.validate.records import ValidateOptions
 
         report = validate_repository(repository, ValidateOptions(triton_release=triton_release, gpu_present=gpu_present()))
     return CompilePendingResult(tuple(built), report)

@@ -1,7 +1,7 @@
 """torch -> ONNX export with parity checks against onnxruntime.
 
 torch, torchvision, transformers and onnxruntime are imported inside the functions that need them, so
-importing this package (or ``repo_builder.export.onnx_io``) stays light.
+importing this package (or ``repo_builder.export.onnx_reader``) stays light.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.export.exporter import export_module
-from repo_builder.export.onnx_io import check_onnx
+from repo_builder.export.onnx_reader import check_onnx
 from repo_builder.export.parity import Inputs, Reference, run_parity
 from repo_builder.export.progress import Steps
 from repo_builder.export.signature_build import ONNX_FILE, build_signature

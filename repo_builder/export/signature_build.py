@@ -9,7 +9,7 @@ from typing import Any
 
 from repo_builder.errors import InternalError
 from repo_builder.export.exporter import EXPORTER, EXPORTER_WHY
-from repo_builder.export.onnx_io import read_onnx_io
+from repo_builder.export.onnx_reader import read_onnx_io
 from repo_builder.fsutil import sha256_file
 from repo_builder.spec import ParityResult, Signature
 

@@ -33,7 +33,8 @@ class PipelineSettings:
     max_batch_size: int = 8
     top_k: int = 5
     max_queue_delay_us: int = 100
-    instance_count: int = 1
+    instance_count: int = 1  # model-step instances (issue 15: derived from the cores when the CLI is not told)
+    intra_op_threads: int = 0  # model-step ONNX Runtime intra-op threads per instance; 0 = cores // instances
     draft_margin: int = 2  # JPEG draft decoding keeps at least this many source pixels per output pixel
 
     def __post_init__(self) -> None:
@@ -258,7 +259,7 @@ def render_ensemble(
     steps: Sequence[Mapping[str, Any]],
     comment: str,
 ) -> RenderedModel:
-    from repo_builder.render.check import parse_config
+    from repo_builder.render.parse_back import parse_config
 
     sizes = [parse_config(m.config_text, m.name).max_batch_size for m in members]
     _, outputs = ctx.classification_outputs(settings.top_k, num_classes)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from repo_builder.errors import UserError
-from repo_builder.render.check import compile_source, parse_config
+from repo_builder.render.parse_back import compile_source, parse_config
 
 # Config templates are named after Triton's platform strings ("python" is the backend's name).
 CONFIG_TEMPLATES = {

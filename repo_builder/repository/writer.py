@@ -166,7 +166,7 @@ def _config_first(target: Path, staged: StagedModel) -> bool:
         old = (target / CONFIG_FILE).read_text(encoding="utf-8")
     except OSError:
         return False
-    from repo_builder.render.check import parse_config
+    from repo_builder.render.parse_back import parse_config
 
     try:
         config = parse_config(old, str(target / CONFIG_FILE))

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from repo_builder.validate.model import Diagnostic, Severity, ValidateOptions
+from repo_builder.validate.records import Diagnostic, Severity, ValidateOptions
 
 ENV_VAR = "REPO_BUILDER_CONFORMANCE"
 SUITE = "triton-qa"

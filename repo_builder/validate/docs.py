@@ -9,7 +9,7 @@ import re
 import sys
 from types import ModuleType
 
-from repo_builder.validate.model import Rule
+from repo_builder.validate.records import Rule
 
 HEADER = """\
 # Validation rules

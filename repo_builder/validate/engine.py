@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repo_builder.validate.model import (
+from repo_builder.validate.records import (
     Diagnostic,
     Finding,
     ModelEntry,

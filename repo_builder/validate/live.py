@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from repo_builder.validate.model import Diagnostic, ModelEntry, Repository, Severity
+from repo_builder.validate.records import Diagnostic, ModelEntry, Repository, Severity
 from repo_builder.validate.report import LiveResult, ModelSummary, Report
 
 if TYPE_CHECKING:

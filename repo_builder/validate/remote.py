@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from repo_builder.errors import UserError, require
-from repo_builder.validate.model import FileEntry, ModelEntry, Repository
+from repo_builder.validate.records import FileEntry, ModelEntry, Repository
 from repo_builder.validate.scan import CONFIG_FILE, MAX_CONFIG_BYTES, scan_repository
 
 SMALL_FILE_BYTES = 1 << 20  # labels, sidecars, recipes: always fetched

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repo_builder.validate.model import Diagnostic, Repository, Severity
+from repo_builder.validate.records import Diagnostic, Repository, Severity
 
 
 @dataclass(frozen=True)

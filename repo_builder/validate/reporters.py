@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from repo_builder.validate.model import Diagnostic, Severity
+from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.report import ModelSummary, Report
 
 FORMATS = ("text", "json", "github", "junit")

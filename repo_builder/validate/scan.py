@@ -9,7 +9,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from repo_builder.validate.model import FileEntry, ModelEntry, Repository, VersionDir
+from repo_builder.validate.records import FileEntry, ModelEntry, Repository, VersionDir
 
 CONFIG_FILE = "config.pbtxt"
 # Bigger than any real config by orders of magnitude; reading more would only stall a CI gate.

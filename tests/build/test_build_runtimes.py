@@ -15,7 +15,7 @@ from tritonclient.grpc import model_config_pb2
 
 from repo_builder.cli.main import main
 from repo_builder.validate.engine import validate_repository
-from repo_builder.validate.model import ValidateOptions
+from repo_builder.validate.records import ValidateOptions
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from repo_builder.compile import (
 )
 from repo_builder.compile.gpu import gpu_present
 from repo_builder.validate.engine import validate_repository
-from repo_builder.validate.model import Severity, ValidateOptions
+from repo_builder.validate.records import Severity, ValidateOptions
 
 no_gpu = pytest.mark.skipif(gpu_present(), reason="checks the behaviour on a machine without a GPU")
 
@@ -143,7 +143,7 @@ def test_defer_plan_copies_external_data_when_onnx_keeps_weights_outside(tmp_pat
     [("api", "the TensorRT Python package 'tensorrt' is not importable"), ("trtexec", "trtexec is not on PATH")],
 )
 def test_require_build_environment_names_every_missing_piece_when_builder_chosen(builder: str, missing: str):
-    from repo_builder.compile.build import require_build_environment
+    from repo_builder.compile.plan import require_build_environment
     from repo_builder.compile.tensorrt_api import tensorrt_available
     from repo_builder.compile.trtexec import find_trtexec
     from repo_builder.errors import UserError

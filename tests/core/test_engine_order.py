@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from repo_builder.validate.engine import check_repository
-from repo_builder.validate.model import Finding, Severity, rule
+from repo_builder.validate.records import Finding, Severity, rule
 from repo_builder.validate.scan import scan_repository
 
 

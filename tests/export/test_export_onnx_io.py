@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 from repo_builder.errors import UserError
 from repo_builder.export.exporter import export_module
-from repo_builder.export.onnx_io import check_onnx, read_onnx_io
+from repo_builder.export.onnx_reader import check_onnx, read_onnx_io
 
 
 def _write_model(path: Path) -> Path:
@@ -94,7 +94,7 @@ def test_export_module_rejects_the_opset_when_out_of_range(tmp_path: Path) -> No
 
 def test_export_modules_import_no_heavy_framework_when_imported() -> None:
     code = (
-        "import sys, repo_builder.export, repo_builder.cli.export, repo_builder.export.onnx_io;"
+        "import sys, repo_builder.export, repo_builder.cli.export, repo_builder.export.onnx_reader;"
         "heavy = [m for m in ('torch', 'torchvision', 'transformers', 'onnxruntime', 'tokenizers') if m in sys.modules];"
         "print(','.join(heavy))"
     )

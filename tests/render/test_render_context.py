@@ -16,7 +16,7 @@ from repo_builder.pipelines.common import PipelineSettings
 from repo_builder.pipelines.image_classification import render_image_pipeline
 from repo_builder.pipelines.text_classification import render_text_pipeline
 from repo_builder.render import context as ctx
-from repo_builder.render.check import parse_config
+from repo_builder.render.parse_back import parse_config
 from repo_builder.render.environment import make_environment, pb_string
 from repo_builder.render.render import render_config
 from repo_builder.spec import Signature, TensorSpec

@@ -17,7 +17,7 @@ from triton_repo_factory import (
 
 from repo_builder.validate.engine import check_repository, validate_repository
 from repo_builder.validate.live import LIVE_CODES, LiveSettings, validate_live
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 from repo_builder.validate.scan import scan_repository
 
 pytestmark = pytest.mark.triton

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repo_builder.validate.engine import validate_repository
-from repo_builder.validate.model import Diagnostic, Severity, ValidateOptions
+from repo_builder.validate.records import Diagnostic, Severity, ValidateOptions
 from repo_builder.validate.report import Report
 
 MODEL_PY = """\

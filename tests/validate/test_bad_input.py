@@ -19,7 +19,7 @@ from validate_repo_helpers import (
     validate,
 )
 
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
 from repo_builder.validate.reporters import render_report
 from repo_builder.validate.rules.onnx_io import OnnxReadError, parse_onnx_signature

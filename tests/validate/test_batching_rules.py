@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rule_repo_helpers import IO, found, python_model, validate
 
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 
 
 def _messages(root: Path, code: str, **options: object) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rule_repo_helpers import IO, errors, found, python_model, validate, write_model
 
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 
 
 def test_config_parses_fails_with_line_and_column_when_field_is_unknown(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from rule_repo_helpers import errors, found, identity_model, python_model, validate, write_model
 
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 
 MEMBER_IO = """\
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] } ]

@@ -16,7 +16,7 @@ from validate_repo_helpers import (
     validate,
 )
 
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 from repo_builder.validate.rules.layout import versions_to_load
 from repo_builder.validate.scan import scan_repository
 

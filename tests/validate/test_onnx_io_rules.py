@@ -10,7 +10,7 @@ import pytest
 from onnx import helper, numpy_helper
 from validate_repo_helpers import codes, make_model, messages, onnx_bytes, onnx_config, validate
 
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 from repo_builder.validate.rules import onnx_io
 from repo_builder.validate.rules.onnx_io import OnnxReadError, parse_onnx_signature, read_onnx_signature
 

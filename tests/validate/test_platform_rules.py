@@ -15,7 +15,7 @@ from validate_repo_helpers import (
     validate,
 )
 
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 from repo_builder.validate.rules.platform import ResolvedBackend, check_python_source, resolve_backend
 from repo_builder.validate.scan import scan_repository
 

@@ -12,7 +12,7 @@ import pytest
 from validate_repo_helpers import ADD_SUB_MODEL_PY, make_add_sub, make_model, validate
 
 from repo_builder.errors import UserError
-from repo_builder.validate.model import Severity
+from repo_builder.validate.records import Severity
 from repo_builder.validate.report import LiveResult, Report
 from repo_builder.validate.reporters import render_report
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from repo_builder.validate.docs import render_rules
-from repo_builder.validate.model import Rule
+from repo_builder.validate.records import Rule
 from repo_builder.validate.rules import MODULES, RULES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 
 from repo_builder.compile.settings import CompileSettings
 from repo_builder.validate.engine import check_repository
-from repo_builder.validate.model import Diagnostic, Severity, ValidateOptions
+from repo_builder.validate.records import Diagnostic, Severity, ValidateOptions
 from repo_builder.validate.rules import RULES
 from repo_builder.validate.rules import tensorrt as trt_rules
 from repo_builder.validate.scan import scan_repository

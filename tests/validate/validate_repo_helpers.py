@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from repo_builder.validate.engine import validate_repository
-from repo_builder.validate.model import Severity, ValidateOptions
+from repo_builder.validate.records import Severity, ValidateOptions
 from repo_builder.validate.report import Report
 
 Tree = Mapping[str, Union[str, bytes, "Tree"]]

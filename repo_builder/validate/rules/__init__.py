@@ -5,7 +5,7 @@ Ensemble rules run last (the engine judges members before the ensembles that use
 
 from __future__ import annotations
 
-from repo_builder.validate.model import Rule
+from repo_builder.validate.records import Rule
 from repo_builder.validate.rules import batching, config, ensemble, layout, onnx_io, platform, tensorrt
 
 MODULES = (layout, config, batching, platform, onnx_io, tensorrt, ensemble)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from repo_builder.validate.model import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 from repo_builder.validate.rules.config import WILDCARD, config_name, io_autocompleted, model_backend
 
 # Triton's default TRITON_MIN_COMPUTE_CAPABILITY, printed with std::to_string in its GPU message.

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from repo_builder.validate.model import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 from repo_builder.validate.rules.layout import version_folder, versions_to_load
 from repo_builder.validate.rules.platform import MAX_PYTHON_BYTES, _top_level_names, resolve_backend
 

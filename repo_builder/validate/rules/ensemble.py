@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from repo_builder.validate.model import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 from repo_builder.validate.rules.config import (
     TYPE_INVALID,
     WILDCARD,

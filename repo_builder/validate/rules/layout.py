@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from repo_builder.validate.model import (
+from repo_builder.validate.records import (
     FileEntry,
     Finding,
     ModelEntry,

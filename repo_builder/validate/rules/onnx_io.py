@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from repo_builder.validate.model import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 from repo_builder.validate.rules.layout import version_folder, versions_to_load
 from repo_builder.validate.rules.platform import resolve_backend
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repo_builder.validate.model import (
+from repo_builder.validate.records import (
     Finding,
     ModelEntry,
     Rule,

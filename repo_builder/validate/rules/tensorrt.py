@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
-from repo_builder.validate.model import Finding, ModelEntry, Rule, RuleContext, Severity, VersionDir, rule
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, VersionDir, rule
 
 if TYPE_CHECKING:
     from repo_builder.compile.sidecar import PlanInfo

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from repo_builder.pipelines.build import BuildResult
-    from repo_builder.validate.model import ValidateOptions
+    from repo_builder.pipelines.assemble import BuildResult
+    from repo_builder.validate.records import ValidateOptions
 
 Log = Callable[[str], None]
 
@@ -33,7 +33,7 @@ class CheckOutcome:
 
 def validate_options_for(runtime: str, pending_compile: bool) -> ValidateOptions:
     """A TensorRT repository is judged for the GPU machine it targets; deferred plans are expected."""
-    from repo_builder.validate.model import ValidateOptions
+    from repo_builder.validate.records import ValidateOptions
 
     gpu = runtime == "tensorrt"
     if not gpu:
@@ -46,7 +46,7 @@ def validate_options_for(runtime: str, pending_compile: bool) -> ValidateOptions
 def check_built(result: BuildResult, *, log: Log, live: bool = False, tritonserver: Path | None = None) -> CheckOutcome:
     """Run the offline validator on the whole repository (and with ``live`` the real server); log a summary."""
     from repo_builder.validate.engine import validate_repository
-    from repo_builder.validate.model import Severity
+    from repo_builder.validate.records import Severity
 
     report = validate_repository(result.repository, validate_options_for(result.runtime, result.pending_compile))
     live_results = None
