@@ -7,7 +7,11 @@ from pathlib import Path
 import click
 
 from repo_builder.cli.options import device_option
-from repo_builder.compile.settings import BUILDERS, PRECISIONS
+from repo_builder.compile.plan import compile_plan
+from repo_builder.compile.profiles import parse_profile_options
+from repo_builder.compile_recipe import BUILDERS, PRECISIONS, CompileSettings
+from repo_builder.errors import UserError
+from repo_builder.spec import read_signature
 
 
 @click.command("compile")
@@ -47,10 +51,6 @@ def command(
     device: int,
 ) -> int:
     """Build a TensorRT plan from ONNX for this machine's GPU; profiles come from the signature file."""
-    from repo_builder.compile import CompileSettings, compile_plan, parse_profile_options
-    from repo_builder.errors import UserError
-    from repo_builder.spec import read_signature
-
     if not onnx.is_file():
         raise UserError(f"{onnx}: no such ONNX file")
     signature = read_signature(signature_path or onnx)

@@ -1,4 +1,5 @@
-"""``repo-builder compile-pending REPO``: the GPU half of a split CI; build every pending plan in place."""
+"""``repo-builder compile-pending REPO``: the GPU half of a split CI; build every pending plan in place,
+then validate the repository (the validation is called from here, so ``compile`` never imports ``validate``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from pathlib import Path
 import click
 
 from repo_builder.cli.options import device_option
-from repo_builder.compile.settings import BUILDERS
+from repo_builder.compile.pending import compile_pending, find_pending
+from repo_builder.compile.plan import require_buildable_tensorrt
+from repo_builder.compile_recipe import BUILDERS
+from repo_builder.errors import UserError
+from repo_builder.gpu import gpu_present
+from repo_builder.tensorrt_releases import expected_tensorrt, normalize_release
+from repo_builder.validate.engine import validate_repository
+from repo_builder.validate.records import ValidateOptions
+from repo_builder.validate.reporters.formatting import format_diagnostic
 
 
 @click.command("compile-pending")
@@ -15,7 +24,8 @@ from repo_builder.compile.settings import BUILDERS
 @click.option("--builder", type=click.Choice(BUILDERS), default=None, help="Override each recipe's builder.")
 @click.option("--timing-cache", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Timing cache shared by every build (reused and updated).")
 @click.option("--keep-onnx", is_flag=True, help="Keep model.source.onnx after its plan is built (per-capability recipes always keep it).")
-@click.option("--triton-release", default=None, metavar="YY.MM", help="Check the plans' TensorRT version against this Triton release.")
+@click.option("--triton-release", default=None, metavar="YY.MM", help="The Triton release that will serve the plans: this machine's TensorRT must be the one it ships.")
+@click.option("--tensorrt-version", default=None, metavar="X.Y.Z", help="The TensorRT version the serving Triton ships (overrides the --triton-release table).")
 @click.option("--no-validate", "skip_validate", is_flag=True, help="Do not validate the repository afterwards.")
 @device_option
 def command(
@@ -24,18 +34,17 @@ def command(
     timing_cache: Path | None,
     keep_onnx: bool,
     triton_release: str | None,
+    tensorrt_version: str | None,
     skip_validate: bool,
     device: int,
 ) -> int:
     """Build every pending TensorRT plan of REPO on this GPU, update the configs, then validate."""
-    from repo_builder.compile import compile_pending, find_pending
-    from repo_builder.compile.releases import normalize_release
-    from repo_builder.errors import UserError
-
     if not repository.is_dir():
         raise UserError(f"{repository}: no such folder; pass the model repository's path")
-    if triton_release:
-        normalize_release(triton_release)
+    # Refuse an unknown release before any GPU work (exit 2, listing the known releases).
+    expected = expected_tensorrt(triton_release, tensorrt_version)
+    if expected is not None:
+        require_buildable_tensorrt(expected)
     pending = find_pending(repository)
     click.echo(f"{len(pending)} pending TensorRT plan(s) in {repository}", err=True)
     result = compile_pending(
@@ -43,17 +52,17 @@ def command(
         builder=builder,
         timing_cache=timing_cache,
         keep_onnx=keep_onnx,
-        triton_release=triton_release,
-        validate=not skip_validate,
+        expected_tensorrt=expected,
         log=lambda m: click.echo(m, err=True),
         device=device,
     )
     for artifact in result.built:
         click.echo(f"built {artifact.plan_path}")
-    if result.report is None:
+    if skip_validate:
         return 0
-    for d in result.report.diagnostics:
-        click.echo(f"{d.path}: {d.severity.value} {d.code} {d.rule}: {d.message}")
-    status = "ok" if result.report.ok else "has errors"
-    click.echo(f"validation: {repository} {status}", err=True)
-    return result.report.exit_code()
+    release = normalize_release(triton_release) if triton_release and tensorrt_version is None else None
+    report = validate_repository(repository, ValidateOptions(triton_release=release, gpu_present=gpu_present()))
+    for d in report.diagnostics:
+        click.echo(format_diagnostic(d))
+    click.echo(f"validation: {repository} {'ok' if report.ok else 'has errors'}", err=True)
+    return report.exit_code()

@@ -4,9 +4,10 @@
 external-data files, and ``compile.json``: signature, settings, derived profiles). A version with a
 recipe and no plan is *pending*; ``validate`` reports it. ``compile_pending`` builds every pending plan in
 place, updates the model's config (``max_batch_size`` from the engine's profile, ``cc_model_filenames``
-for per-capability plans), drops the source ONNX, and validates. Everything that can fail without writing
-(GPU, TensorRT, readable recipes and sources) is checked before the first write, so a machine without a
-GPU leaves the repository exactly as it was.
+for per-capability plans) and drops the source ONNX. Everything that can fail without writing (GPU,
+TensorRT and its major version, precision for that major, readable recipes whose file names stay inside
+their version folder, sources, configs) is checked before the first write, so a refusal leaves the
+repository exactly as it was. Validating the result is the caller's job (``cli/compile_pending.py``).
 """
 
 from __future__ import annotations
@@ -14,77 +15,56 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from repo_builder import __version__
-from repo_builder.compile.profiles import engine_max_batch
-from repo_builder.compile.settings import (
-    CompileSettings,
-    profile_from_json,
-    profile_to_json,
-    settings_from_json,
-    settings_to_json,
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from repo_builder.compile.plan import (
+    BuildEnvironment,
+    check_compile_inputs,
+    compile_plan,
+    require_build_environment,
 )
-from repo_builder.compile.sidecar import SIDECAR_FILE
+from repo_builder.compile.precision import plan_precision, read_onnx_facts
+from repo_builder.compile_recipe import RECIPE_FILE, SOURCE_ONNX, CompileSettings, Recipe, read_recipe
 from repo_builder.errors import UserError
 from repo_builder.fsutil import (
     move_into_place,
-    read_json_format,
     sha256_file,
     staging_folder,
     write_json_atomic,
     write_text_atomic,
 )
-from repo_builder.spec import PlanArtifact, Profile, Signature
+from repo_builder.plan_format import (
+    DEFAULT_PLAN,
+    PER_CAPABILITY_PLAN,
+    SIDECAR_FILE,
+    engine_max_batch,
+    plan_filename,
+)
+from repo_builder.spec import PlanArtifact, Signature
+from repo_builder.tensorrt_releases import same_tensorrt
+from repo_builder.triton_layout import CONFIG_FILE
 
-if TYPE_CHECKING:
-    from repo_builder.validate.report import Report
-
-RECIPE_FILE = "compile.json"
-RECIPE_FORMAT = 1
-SOURCE_ONNX = "model.source.onnx"
-CONFIG_FILE = "config.pbtxt"
-_PER_CAPABILITY_PLAN = re.compile(r"^model_sm\d{2,3}\.plan$")
 Log = Callable[[str], None]
 
-
-@dataclass(frozen=True)
-class Recipe:
-    """What ``compile.json`` holds."""
-
-    onnx: str
-    signature: Signature
-    settings: CompileSettings
-    profiles: tuple[Profile, ...]
-    onnx_sha256: str = ""
-    extra_files: tuple[str, ...] = ()  # external-data files the ONNX refers to
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": RECIPE_FORMAT,
-            "kind": "tensorrt_plan",
-            "onnx": self.onnx,
-            "onnx_sha256": self.onnx_sha256,
-            "extra_files": list(self.extra_files),
-            "signature": self.signature.to_json(),
-            "settings": settings_to_json(self.settings),
-            "profiles": [profile_to_json(p) for p in self.profiles],
-            "written_by": f"repo-builder {__version__}",
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Recipe:
-        return cls(
-            onnx=str(data["onnx"]),
-            signature=Signature.from_json(data["signature"]),
-            settings=settings_from_json(data["settings"]),
-            profiles=tuple(profile_from_json(p) for p in data.get("profiles", [])),
-            onnx_sha256=str(data.get("onnx_sha256", "")),
-            extra_files=tuple(data.get("extra_files", [])),
-        )
+__all__ = [
+    "RECIPE_FILE",
+    "SOURCE_ONNX",
+    "CompilePendingResult",
+    "PendingPlan",
+    "Recipe",
+    "compile_pending",
+    "defer_plan",
+    "find_pending",
+    "find_recipes",
+    "read_recipe",
+    "update_config_text",
+]
 
 
 @dataclass(frozen=True)
@@ -106,14 +86,22 @@ class PendingPlan:
 @dataclass(frozen=True)
 class CompilePendingResult:
     built: tuple[PlanArtifact, ...]
-    report: Report | None
+    pending: int  # how many plans were found to build
 
 
-def read_recipe(path: Path) -> Recipe:
-    try:
-        return Recipe.from_json(read_json_format(path, RECIPE_FORMAT))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError) as exc:
-        raise UserError(f"{path}: not a valid compile recipe ({exc}); rebuild with 'repo-builder build --defer-compile'") from None
+def member_path(version_dir: Path, name: str, recipe_path: Path) -> Path:
+    """``version_dir / name`` resolved, refused unless it stays inside the (resolved) version folder.
+
+    Recipe names are checked when read; this also catches a symlink inside the folder that points out.
+    """
+    root = version_dir.resolve()
+    target = (version_dir / name).resolve()
+    if target == root or root not in target.parents:
+        raise UserError(
+            f"{recipe_path}: '{name}' leads outside its version folder; nothing was read or deleted. "
+            "Rebuild the recipe with 'repo-builder build --defer-compile'"
+        )
+    return target
 
 
 def plans_in(version_dir: Path, recipe_settings: CompileSettings | None = None) -> tuple[str, ...]:
@@ -123,13 +111,13 @@ def plans_in(version_dir: Path, recipe_settings: CompileSettings | None = None) 
     except OSError:
         return ()
     if recipe_settings is not None and recipe_settings.per_capability:
-        return tuple(n for n in names if _PER_CAPABILITY_PLAN.match(n))
-    return tuple(n for n in names if n == "model.plan")
+        return tuple(n for n in names if PER_CAPABILITY_PLAN.match(n))
+    return tuple(n for n in names if n == DEFAULT_PLAN)
 
 
 def external_data_files(onnx_path: Path) -> tuple[str, ...]:
     """Files an ONNX keeps its weights in (``location`` of external tensors), relative to its folder."""
-    import onnx
+    import onnx  # slow to import (~0.3 s); only defer/compile need it
 
     try:
         model = onnx.load(str(onnx_path), load_external_data=False)
@@ -138,9 +126,7 @@ def external_data_files(onnx_path: Path) -> tuple[str, ...]:
     found: set[str] = set()
     for tensor in model.graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            for entry in tensor.external_data:
-                if entry.key == "location":
-                    found.add(entry.value)
+            found.update(entry.value for entry in tensor.external_data if entry.key == "location")
     for name in found:
         if Path(name).is_absolute() or ".." in Path(name).parts:
             raise UserError(f"{onnx_path}: external data '{name}' is outside the model's folder; re-save it beside the ONNX")
@@ -153,8 +139,6 @@ def defer_plan(onnx_path: Path, signature: Signature, version_dir: Path, setting
     Profiles are derived now, so a signature TensorRT cannot serve fails on the CPU machine, not later.
     Returns the recipe's path.
     """
-    from repo_builder.compile.plan import check_compile_inputs
-
     onnx_path = Path(onnx_path)
     version_dir = Path(version_dir)
     profiles = check_compile_inputs(onnx_path, signature, settings)
@@ -201,47 +185,45 @@ def find_pending(repository: Path) -> list[PendingPlan]:
 _CC_BLOCK = re.compile(r"cc_model_filenames\s*:?\s*\{(?P<body>[^{}]*)\}\s*,?", re.MULTILINE)
 
 
+def _edit_text(text: str, max_batch_size: int | None, cc_model_filenames: dict[str, str]) -> str:
+    new = text
+    if max_batch_size is not None:
+        new = re.sub(r"(?m)^(\s*max_batch_size\s*:\s*)\d+", lambda m: f"{m.group(1)}{max_batch_size}", new, count=1)
+    for key, value in sorted(cc_model_filenames.items()):
+        new = _CC_BLOCK.sub(lambda m, key=key: "" if re.search(rf'key\s*:\s*"{re.escape(key)}"', m.group("body")) else m.group(0), new)
+        new = new.rstrip("\n") + f'\ncc_model_filenames {{ key: "{key}" value: "{value}" }}\n'
+    return new
+
+
 def update_config_text(text: str, *, max_batch_size: int | None = None, cc_model_filenames: dict[str, str] | None = None) -> str:
     """Edit a config.pbtxt's text in place (comments and layout kept); the result is checked with the proto.
 
     ``max_batch_size`` replaces a non-zero value (a config that does not batch is left alone);
     ``cc_model_filenames`` entries replace those with the same key and are appended.
     """
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
     original = model_config_pb2.ModelConfig()
     text_format.Parse(text, original)
-    new = text
-    if max_batch_size is not None and original.max_batch_size > 0:
-        new = re.sub(r"(?m)^(\s*max_batch_size\s*:\s*)\d+", lambda m: f"{m.group(1)}{max_batch_size}", new, count=1)
-    for key, value in sorted((cc_model_filenames or {}).items()):
-        new = _CC_BLOCK.sub(lambda m, key=key: "" if re.search(rf'key\s*:\s*"{re.escape(key)}"', m.group("body")) else m.group(0), new)
-        new = new.rstrip("\n") + f'\ncc_model_filenames {{ key: "{key}" value: "{value}" }}\n'
+    batch = max_batch_size if max_batch_size is not None and original.max_batch_size > 0 else None
+    wanted = model_config_pb2.ModelConfig()
+    wanted.CopyFrom(original)
+    if batch is not None:
+        wanted.max_batch_size = batch
+    for key, value in (cc_model_filenames or {}).items():
+        wanted.cc_model_filenames[key] = value
+    new = _edit_text(text, batch, cc_model_filenames or {})
     check = model_config_pb2.ModelConfig()
     try:
         text_format.Parse(new, check)
-        ok = True
     except text_format.ParseError:
-        ok = False
-    wanted = model_config_pb2.ModelConfig()
-    wanted.CopyFrom(original)
-    if max_batch_size is not None and original.max_batch_size > 0:
-        wanted.max_batch_size = max_batch_size
-    for key, value in (cc_model_filenames or {}).items():
-        wanted.cc_model_filenames[key] = value
-    if ok and check == wanted:
+        check = None
+    if check == wanted:
         return new
     # Unusual layouts (list syntax, one-line configs): fall back to the proto's own text.
     return text_format.MessageToString(wanted)
 
 
 def _profile_indices(config: Any) -> tuple[int, ...]:
-    used = set()
-    for group in config.instance_group:
-        for p in group.profile:
-            if p.strip().isdigit():
-                used.add(int(p))
+    used = {int(p) for group in config.instance_group for p in group.profile if p.strip().isdigit()}
     return tuple(sorted(used)) or (0,)
 
 
@@ -252,80 +234,111 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _read_config(config_path: Path) -> tuple[str, Any]:
+    try:
+        text = config_path.read_text(encoding="utf-8")
+        config = model_config_pb2.ModelConfig()
+        text_format.Parse(text, config)
+    except FileNotFoundError:
+        raise UserError(f"{config_path}: missing; the pending plan's model needs a config") from None
+    except (OSError, UnicodeDecodeError, text_format.ParseError) as exc:
+        raise UserError(f"{config_path}: cannot be read or parsed ({exc}); fix it before compiling") from None
+    return text, config
+
+
+def _settings_for(r: PendingPlan, builder: str | None, timing_cache: Path | None) -> CompileSettings:
+    settings = replace(r.recipe.settings, builder=builder or r.recipe.settings.builder, timing_cache=timing_cache)
+    return replace(settings, profiles=r.recipe.profiles) if r.recipe.profiles else settings
+
+
+def _check_expected_tensorrt(envs: dict[str, BuildEnvironment], expected: str | None) -> None:
+    for env in envs.values():
+        if expected is not None and not same_tensorrt(env.tensorrt_version, expected):
+            raise UserError(
+                f"this machine builds with TensorRT {env.tensorrt_version} ({env.builder}), but the serving Triton "
+                f"ships TensorRT {expected}: its plans would not deserialize there; nothing was built. "
+                "Run compile-pending in NVIDIA's TensorRT container of the same release (nvcr.io/nvidia/tensorrt:YY.MM-py3)"
+            )
+
+
+def _precheck(todo: Sequence[PendingPlan], envs: dict[str, BuildEnvironment], builder: str | None, expected: str | None) -> None:
+    """Everything a build can refuse, for every recipe, before the first one writes anything."""
+    _check_expected_tensorrt(envs, expected)
+    for r in todo:
+        onnx = member_path(r.version_dir, r.recipe.onnx, r.recipe_path)
+        if not onnx.is_file():
+            raise UserError(f"{r.recipe_path}: its ONNX '{r.recipe.onnx}' is missing, so the plan cannot be built")
+        _read_config(r.version_dir.parent / CONFIG_FILE)
+        env = envs[builder or r.recipe.settings.builder]
+        try:
+            plan_precision(r.recipe.settings.precision, env.tensorrt_major, read_onnx_facts(onnx))
+        except UserError as exc:
+            raise UserError(f"{r.model}/{r.version}: {exc}; nothing was built") from None
+
+
+def check_recipe_paths(recipes: Sequence[PendingPlan]) -> None:
+    """Every file a recipe names resolves inside its version folder (before the GPU is even asked for)."""
+    for r in recipes:
+        for name in (r.recipe.onnx, *r.recipe.extra_files):
+            member_path(r.version_dir, name, r.recipe_path)
+
+
+def _plan_todo(recipes: list[PendingPlan], builder: str | None, device: int) -> tuple[list[PendingPlan], dict[str, BuildEnvironment]]:
+    check_recipe_paths(recipes)
+    todo = [r for r in recipes if r.pending]
+    per_cap = [r for r in recipes if not r.pending and r.recipe.settings.per_capability]
+    if not todo and not per_cap:
+        return [], {}
+    builders = {builder or r.recipe.settings.builder for r in (*todo, *per_cap)}
+    envs = {b: require_build_environment(b, device) for b in sorted(builders)}
+    cc = next(iter(envs.values())).gpu.compute_capability
+    todo += [r for r in per_cap if plan_filename(cc, True) not in r.plans]
+    return todo, envs
+
+
+def _build_one(r: PendingPlan, settings: CompileSettings, keep_onnx: bool, log: Log, device: int) -> PlanArtifact:
+    config_path = r.version_dir.parent / CONFIG_FILE
+    onnx = member_path(r.version_dir, r.recipe.onnx, r.recipe_path)
+    with staging_folder(r.version_dir, ".compile-staging-") as staging:
+        if (r.version_dir / SIDECAR_FILE).exists():
+            shutil.copyfile(r.version_dir / SIDECAR_FILE, staging / SIDECAR_FILE)
+        log(f"{r.model}/{r.version}: building")
+        artifact = compile_plan(onnx, r.recipe.signature, staging, settings, log=log, device=device, final_dir=r.version_dir)
+        text, config = _read_config(config_path)
+        max_batch = engine_max_batch(artifact.profiles, _profile_indices(config))
+        cc_files = {artifact.compute_capability: artifact.plan_path.name} if settings.per_capability else None
+        batches = r.recipe.signature.batch_axis is not None and max_batch > 0
+        new_text = update_config_text(text, max_batch_size=max_batch if batches else None, cc_model_filenames=cc_files)
+        move_into_place(staging, r.version_dir)
+    if new_text != text:
+        write_text_atomic(config_path, new_text)
+    if not keep_onnx and not settings.per_capability:
+        for name in (r.recipe.onnx, *r.recipe.extra_files):
+            member_path(r.version_dir, name, r.recipe_path)  # checked again: the folder may have changed
+            (r.version_dir / name).unlink(missing_ok=True)  # the name itself (a link, not what it points to)
+    log(f"{r.model}/{r.version}: wrote {artifact.plan_path.name} (TensorRT {artifact.tensorrt_version}, sm {artifact.compute_capability})")
+    return replace(artifact, plan_path=r.version_dir / artifact.plan_path.name, sidecar_path=r.version_dir / SIDECAR_FILE)
+
+
 def compile_pending(
     repository: Path,
     *,
     builder: str | None = None,
     timing_cache: Path | None = None,
     keep_onnx: bool = False,
-    triton_release: str | None = None,
-    validate: bool = True,
+    expected_tensorrt: str | None = None,
     log: Log | None = None,
     device: int = 0,
 ) -> CompilePendingResult:
-    """Build every pending plan in place, update configs, then validate the repository."""
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+    """Build every pending plan in place and update configs; refusals come before the first write.
 
-    from repo_builder.compile.plan import compile_plan, plan_filename, require_build_environment
-
+    ``expected_tensorrt``: the TensorRT version of the Triton that will serve the plans (a mismatch with
+    this machine's TensorRT is refused before building).
+    """
     log = log or _stderr
-    repository = Path(repository)
-    recipes = find_recipes(repository)
-    todo: list[PendingPlan] = [r for r in recipes if r.pending]
-    per_cap = [r for r in recipes if not r.pending and r.recipe.settings.per_capability]
-    if todo or per_cap:
-        # Everything that can fail without writing is checked first: the repository stays as it was.
-        builders = {builder or r.recipe.settings.builder for r in (*todo, *per_cap)}
-        envs = {b: require_build_environment(b, device) for b in sorted(builders)}
-        cc = next(iter(envs.values())).gpu.compute_capability
-        todo += [r for r in per_cap if plan_filename(cc, True) not in r.plans]
-        for r in todo:
-            if not (r.version_dir / r.recipe.onnx).is_file():
-                raise UserError(f"{r.recipe_path}: its ONNX '{r.recipe.onnx}' is missing, so the plan cannot be built")
-            config_path = r.version_dir.parent / CONFIG_FILE
-            try:
-                text_format.Parse(config_path.read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
-            except FileNotFoundError:
-                raise UserError(f"{config_path}: missing; the pending plan's model needs a config") from None
-            except (OSError, UnicodeDecodeError, text_format.ParseError) as exc:
-                raise UserError(f"{config_path}: cannot be read or parsed ({exc}); fix it before compiling") from None
+    todo, envs = _plan_todo(find_recipes(Path(repository)), builder, device)
+    _precheck(todo, envs, builder, expected_tensorrt)
     if not todo:
         log("no pending TensorRT plans")
-    built = []
-    for r in todo:
-        settings = replace(r.recipe.settings, builder=builder or r.recipe.settings.builder, timing_cache=timing_cache)
-        if r.recipe.profiles:
-            settings = replace(settings, profiles=r.recipe.profiles)
-        model_dir = r.version_dir.parent
-        with staging_folder(r.version_dir, ".compile-staging-") as staging:
-            if (r.version_dir / SIDECAR_FILE).exists():
-                shutil.copyfile(r.version_dir / SIDECAR_FILE, staging / SIDECAR_FILE)
-            log(f"{r.model}/{r.version}: building")
-            artifact = compile_plan(
-                r.version_dir / r.recipe.onnx, r.recipe.signature, staging, settings, log=log, device=device, final_dir=r.version_dir
-            )
-            config_path = model_dir / CONFIG_FILE
-            text = config_path.read_text(encoding="utf-8")
-            config = model_config_pb2.ModelConfig()
-            text_format.Parse(text, config)
-            max_batch = engine_max_batch(artifact.profiles, _profile_indices(config))
-            cc_files = {artifact.compute_capability: artifact.plan_path.name} if settings.per_capability else None
-            batches = r.recipe.signature.batch_axis is not None and max_batch > 0
-            new_text = update_config_text(text, max_batch_size=max_batch if batches else None, cc_model_filenames=cc_files)
-            move_into_place(staging, r.version_dir)
-            if new_text != text:
-                write_text_atomic(config_path, new_text)
-            if not keep_onnx and not settings.per_capability:
-                for name in (r.recipe.onnx, *r.recipe.extra_files):
-                    (r.version_dir / name).unlink(missing_ok=True)
-            built.append(replace(artifact, plan_path=r.version_dir / artifact.plan_path.name, sidecar_path=r.version_dir / SIDECAR_FILE))
-            log(f"{r.model}/{r.version}: wrote {artifact.plan_path.name} (TensorRT {artifact.tensorrt_version}, sm {artifact.compute_capability})")
-    report = None
-    if validate:
-        from repo_builder.compile.gpu import gpu_present
-        from repo_builder.validate.engine import validate_repository
-        from repo_builder.validate.records import ValidateOptions
-
-        report = validate_repository(repository, ValidateOptions(triton_release=triton_release, gpu_present=gpu_present()))
-    return CompilePendingResult(tuple(built), report)
+    built = [_build_one(r, _settings_for(r, builder, timing_cache), keep_onnx, log, device) for r in todo]
+    return CompilePendingResult(tuple(built), len(todo))

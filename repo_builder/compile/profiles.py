@@ -10,10 +10,10 @@ with ``--profile``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
-from repo_builder.compile.settings import CompileSettings
+from repo_builder.compile_recipe import CompileSettings
 from repo_builder.errors import UserError
 from repo_builder.spec import Profile, ShapeRange, Signature, TensorSpec
 
@@ -157,21 +157,6 @@ def parse_profile_options(values: Sequence[str]) -> tuple[Profile, ...]:
     if current.shapes:
         profiles.append(current)
     return tuple(profiles)
-
-
-def profile_max_batch(profile: Profile) -> int:
-    """Triton's rule: a profile supports the smallest max of axis 0 over its inputs."""
-    return min((r.max[0] for _, r in profile.shapes if r.max), default=0)
-
-
-def engine_max_batch(profiles: Sequence[Profile], used: Iterable[int] = (0,)) -> int:
-    """Triton's max batch for an engine: the largest per-profile max batch over the profiles instances use
-    (profile 0 when the config names none)."""
-    best = 0
-    for index in used:
-        if 0 <= index < len(profiles):
-            best = max(best, profile_max_batch(profiles[index]))
-    return best
 
 
 def format_shape(shape: Sequence[int]) -> str:

@@ -9,17 +9,19 @@ and the name-based engine IO API (``num_io_tensors``, ``get_tensor_mode/dtype/sh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from repo_builder.compile.precision import PrecisionPlan
-from repo_builder.compile.settings import CompileSettings
-from repo_builder.compile.sidecar import EngineTensor
+from repo_builder.compile_recipe import CompileSettings
 from repo_builder.errors import UserError, require
 from repo_builder.fsutil import write_bytes_atomic
+from repo_builder.plan_format import EngineDescription, describe_engine
 from repo_builder.spec import Profile
+
+Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -28,25 +30,6 @@ class ParserError:
     node_index: int = -1
     node_name: str = ""
     operator: str = ""
-
-
-@dataclass(frozen=True)
-class EngineDescription:
-    """What the built engine says about itself."""
-
-    tensorrt_version: str
-    profiles: tuple[Profile, ...]
-    inputs: tuple[EngineTensor, ...]
-    outputs: tuple[EngineTensor, ...]
-
-
-def tensorrt_available() -> bool:
-    """True when ``import tensorrt`` works (the PyPI placeholders raise on import, so catch everything)."""
-    try:
-        import tensorrt  # noqa: F401
-    except Exception:
-        return False
-    return True
 
 
 def _trt() -> Any:
@@ -82,37 +65,23 @@ def _parser_errors(parser: Any) -> list[ParserError]:
     return out
 
 
-def _dtype_name(dtype: Any) -> str:
-    return str(getattr(dtype, "name", dtype)).removeprefix("DataType.")
+def load_timing_cache(config: Any, path: Path | None, log: Log) -> bool:
+    """Give the builder the cache at ``path`` (or an empty one); False when TensorRT refused the file.
 
-
-def describe_engine(engine: Any, trt: Any) -> EngineDescription:
-    """Engine IO (names, dtypes, shapes with -1 where dynamic) and every profile's input ranges."""
-    inputs: list[EngineTensor] = []
-    outputs: list[EngineTensor] = []
-    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-    for name in names:
-        tensor = EngineTensor(name, _dtype_name(engine.get_tensor_dtype(name)), tuple(int(d) for d in engine.get_tensor_shape(name)))
-        (inputs if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else outputs).append(tensor)
-    profiles = []
-    for index in range(engine.num_optimization_profiles):
-        profile = Profile()
-        for t in inputs:
-            if -1 not in t.shape:
-                # A static input has no profile entry of its own; its range is its shape.
-                profile = profile.add(t.name, t.shape, t.shape, t.shape)
-                continue
-            lo, mid, hi = engine.get_tensor_profile_shape(t.name, index)
-            profile = profile.add(t.name, tuple(lo), tuple(mid), tuple(hi))
-        profiles.append(profile)
-    return EngineDescription(str(trt.__version__), tuple(profiles), tuple(inputs), tuple(outputs))
-
-
-def _load_timing_cache(config: Any, path: Path | None) -> Any:
+    ``set_timing_cache`` returns False for a cache recorded on another device or TensorRT version
+    (``ignore_mismatch=False``): that is said, the build goes on with an empty cache, and the file is left
+    as it was rather than overwritten with this device's timings.
+    """
     data = path.read_bytes() if path is not None and path.is_file() else b""
-    cache = config.create_timing_cache(data)
-    config.set_timing_cache(cache, ignore_mismatch=False)
-    return cache
+    if config.set_timing_cache(config.create_timing_cache(data), ignore_mismatch=False):
+        return True
+    log(
+        f"timing cache {path} was recorded on another GPU or TensorRT version; building without it and "
+        "leaving the file unchanged (keep one --timing-cache per GPU type and TensorRT version)"
+    )
+    if not config.set_timing_cache(config.create_timing_cache(b""), ignore_mismatch=False):
+        raise UserError("TensorRT refused an empty timing cache; run without --timing-cache")
+    return False
 
 
 def _save_timing_cache(config: Any, path: Path) -> None:
@@ -121,25 +90,10 @@ def _save_timing_cache(config: Any, path: Path) -> None:
     write_bytes_atomic(path, blob)
 
 
-def build_engine(
-    onnx_path: Path,
-    plan_path: Path,
-    profiles: Sequence[Profile],
-    dynamic_inputs: Sequence[str],
-    precision: PrecisionPlan,
-    settings: CompileSettings,
-) -> EngineDescription:
-    """Parse, configure, build, write ``plan_path``; then describe the engine as deserialized."""
-    trt = _trt()
-    logger = trt.Logger(trt.Logger.WARNING)
-    builder = trt.Builder(logger)
-    flags = 0
-    if precision.strongly_typed and precision.tensorrt_major <= 10:
-        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
-    network = builder.create_network(flags)
-    parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(onnx_path)):
-        raise UserError(format_parser_errors(onnx_path, _parser_errors(parser)))
+def _builder_config(
+    trt: Any, builder: Any, profiles: Sequence[Profile], dynamic_inputs: Sequence[str], precision: PrecisionPlan, settings: CompileSettings
+) -> Any:
+    """Precision flags (TensorRT 10), memory pool, optimization level and one optimization profile per ``profiles``."""
     config = builder.create_builder_config()
     for flag in precision.flags:
         config.set_flag(getattr(trt.BuilderFlag, flag))
@@ -154,28 +108,39 @@ def build_engine(
                 if name in dynamic_inputs:
                     profile.set_shape(name, r.min, r.opt, r.max)
             config.add_optimization_profile(profile)
-    _load_timing_cache(config, settings.timing_cache)
+    return config
+
+
+def build_engine(
+    onnx_path: Path,
+    plan_path: Path,
+    profiles: Sequence[Profile],
+    dynamic_inputs: Sequence[str],
+    precision: PrecisionPlan,
+    settings: CompileSettings,
+    log: Log,
+) -> EngineDescription:
+    """Parse, configure, build, write ``plan_path``; then describe the engine as deserialized."""
+    trt = _trt()
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    flags = 0
+    if precision.strongly_typed and precision.tensorrt_major <= 10:
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(str(onnx_path)):
+        raise UserError(format_parser_errors(onnx_path, _parser_errors(parser)))
+    config = _builder_config(trt, builder, profiles, dynamic_inputs, precision, settings)
+    cache_usable = load_timing_cache(config, settings.timing_cache, log)
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         raise UserError(f"{onnx_path}: TensorRT could not build an engine (see the TensorRT log above)")
     plan_path.write_bytes(bytes(memoryview(serialized)))
-    if settings.timing_cache is not None:
+    if settings.timing_cache is not None and cache_usable:
         _save_timing_cache(config, settings.timing_cache)
     runtime = trt.Runtime(logger)
     engine = runtime.deserialize_cuda_engine(plan_path.read_bytes())
     if engine is None:
         raise UserError(f"{plan_path}: the plan just built does not deserialize")
-    return describe_engine(engine, trt)
-
-
-def read_engine(plan_path: Path) -> EngineDescription:
-    """Deserialize a plan on this machine's GPU and describe it (the validator's ground truth)."""
-    trt = _trt()
-    logger = trt.Logger(trt.Logger.ERROR)
-    engine = trt.Runtime(logger).deserialize_cuda_engine(plan_path.read_bytes())
-    if engine is None:
-        raise UserError(
-            f"{plan_path}: TensorRT {trt.__version__} cannot deserialize this plan "
-            "(built by another TensorRT version or for another GPU)"
-        )
     return describe_engine(engine, trt)

@@ -1,7 +1,10 @@
 """Build a plan with NVIDIA's ``trtexec``: the exact command line, printed and kept beside the plan.
 
-Several optimization profiles are given by repeating ``--minShapes/--optShapes/--maxShapes`` in profile
-order. Inputs with no dynamic axis get no shape flags (trtexec refuses explicit shapes for static inputs).
+Several optimization profiles are given as ``--profile=0 --minShapes=.. --optShapes=.. --maxShapes=..
+--profile=1 ...``: trtexec's parser (samples/common/sampleOptions.cpp) refuses repeated shape flags without
+``--profile`` ("Multiple --minShapes/--optShapes/--maxShapes without --profile are not allowed"). Inputs with
+no dynamic axis get no shape flags (trtexec refuses explicit shapes for static inputs). The tests run every
+command this module can produce through NVIDIA's own parser for TensorRT 10.3 and 11.1.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from pathlib import Path
 
 from repo_builder.compile.precision import PrecisionPlan
 from repo_builder.compile.profiles import format_shape
-from repo_builder.compile.settings import CompileSettings
-from repo_builder.errors import UserError
+from repo_builder.compile_recipe import CompileSettings
+from repo_builder.errors import ToolError, UserError
 from repo_builder.spec import Profile
 
 _TRT10_PRECISION_FLAGS = {"FP16": "--fp16", "BF16": "--bf16", "INT8": "--int8"}
@@ -51,10 +54,10 @@ def trtexec_version(exe: str) -> str:
     try:
         done = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise UserError(f"cannot run {exe} ({exc})") from None
+        raise ToolError(f"cannot run {exe} ({exc})") from None
     version = parse_trtexec_version(done.stdout + done.stderr)
     if version is None:
-        raise UserError(f"{exe} --help did not print its TensorRT version banner; is it NVIDIA's trtexec?")
+        raise ToolError(f"{exe} --help did not print its TensorRT version banner; is it NVIDIA's trtexec?")
     return version
 
 
@@ -77,10 +80,13 @@ def trtexec_command(
     """The argument list for one build. TensorRT 11 semantics: no precision flags (strongly typed)."""
     cmd = [exe, f"--onnx={onnx_path}", f"--saveEngine={plan_path}", "--skipInference"]
     if dynamic_inputs:
-        for profile in profiles:
+        for index, profile in enumerate(profiles):
+            if len(profiles) > 1:
+                cmd.append(f"--profile={index}")
             for which, flag in (("min", "--minShapes"), ("opt", "--optShapes"), ("max", "--maxShapes")):
                 cmd.append(f"{flag}={_shape_spec(profile, which, dynamic_inputs)}")
     if precision.tensorrt_major <= 10:
+        # TensorRT 11's trtexec has no precision flags at all (strongly typed only).
         cmd.extend(_TRT10_PRECISION_FLAGS[f] for f in precision.flags)
         if precision.strongly_typed:
             cmd.append("--stronglyTyped")
@@ -122,7 +128,7 @@ def run_trtexec(cmd: Sequence[str]) -> str:
     try:
         done = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
     except OSError as exc:
-        raise UserError(f"cannot run {cmd[0]} ({exc})") from None
+        raise ToolError(f"cannot run {cmd[0]} ({exc})") from None
     log = done.stdout + done.stderr
     if done.returncode != 0:
         raise UserError(f"trtexec failed (exit {done.returncode}): {first_error(log)}")

@@ -17,9 +17,11 @@ from repo_builder.compile import (
     find_pending,
     read_sidecar,
 )
-from repo_builder.compile.gpu import gpu_present
-from repo_builder.compile.tensorrt_api import tensorrt_available
 from repo_builder.compile.trtexec import find_trtexec
+from repo_builder.gpu import gpu_present
+from repo_builder.plan_format import tensorrt_available
+from repo_builder.validate.engine import validate_repository
+from repo_builder.validate.records import ValidateOptions
 
 pytestmark = pytest.mark.gpu
 _GPU = gpu_present()
@@ -62,7 +64,7 @@ def test_compile_plan_keeps_command_beside_plan_when_trtexec(tmp_path: Path):
 
 
 @needs_api
-def test_compile_pending_builds_in_place_updates_config_and_validates_when_gpu(tmp_path: Path):
+def test_compile_pending_builds_in_place_updates_config_and_passes_validate_when_gpu(tmp_path: Path):
     onnx_path = make_image_onnx(tmp_path / "export" / "model.onnx")
     repo = tmp_path / "repo"
     (repo / "classifier").mkdir(parents=True)
@@ -74,5 +76,5 @@ def test_compile_pending_builds_in_place_updates_config_and_validates_when_gpu(t
     assert not (repo / "classifier" / "1" / "model.source.onnx").exists()
     config = text_format.Parse((repo / "classifier" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
     assert config.max_batch_size == 4
-    assert result.report is not None
-    assert not [d for d in result.report.diagnostics if d.code.startswith("RB7") and d.severity == "error"]
+    report = validate_repository(repo, ValidateOptions(gpu_present=True))
+    assert not [d for d in report.diagnostics if d.code.startswith("RB7") and d.severity == "error"]

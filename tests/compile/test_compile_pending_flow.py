@@ -19,7 +19,11 @@ from repo_builder.compile import (
     read_recipe,
     update_config_text,
 )
-from repo_builder.compile.gpu import gpu_present
+from repo_builder.compile.plan import require_build_environment
+from repo_builder.compile.trtexec import find_trtexec
+from repo_builder.errors import ToolError
+from repo_builder.gpu import gpu_present
+from repo_builder.plan_format import tensorrt_available
 from repo_builder.validate.engine import validate_repository
 from repo_builder.validate.records import Severity, ValidateOptions
 
@@ -61,23 +65,23 @@ def test_validate_reports_pending_plan_as_error_unless_allowed(deferred_repo: Pa
 
 
 @no_gpu
-def test_compile_pending_exits_2_with_one_line_and_leaves_repo_unchanged_when_no_gpu(deferred_repo: Path, capsys):
+def test_compile_pending_exits_3_with_one_line_and_leaves_repo_unchanged_when_no_gpu(deferred_repo: Path, capsys):
     before = tree_digest(deferred_repo)
     code = main(["compile-pending", str(deferred_repo)])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
+    assert code == 3  # an environment failure (no GPU), not a usage error
     assert err[-1].startswith("error: cannot build a TensorRT plan here: no NVIDIA GPU found")
     assert len([line for line in err if line.startswith("error:")]) == 1
     assert tree_digest(deferred_repo) == before
 
 
 @no_gpu
-def test_compile_cli_exits_2_with_one_line_and_writes_nothing_when_no_gpu(tmp_path: Path, capsys):
+def test_compile_cli_exits_3_with_one_line_and_writes_nothing_when_no_gpu(tmp_path: Path, capsys):
     onnx_path = make_image_onnx(tmp_path / "export" / "model.onnx")
     out = tmp_path / "out"
     code = main(["compile", str(onnx_path), "--out", str(out), "--precision", "fp16"])
     captured = capsys.readouterr()
-    assert code == 2
+    assert code == 3
     assert captured.err.count("\n") == 1 and captured.err.startswith("error: cannot build a TensorRT plan here")
     assert "Traceback" not in captured.err
     assert not out.exists()
@@ -143,14 +147,9 @@ def test_defer_plan_copies_external_data_when_onnx_keeps_weights_outside(tmp_pat
     [("api", "the TensorRT Python package 'tensorrt' is not importable"), ("trtexec", "trtexec is not on PATH")],
 )
 def test_require_build_environment_names_every_missing_piece_when_builder_chosen(builder: str, missing: str):
-    from repo_builder.compile.plan import require_build_environment
-    from repo_builder.compile.tensorrt_api import tensorrt_available
-    from repo_builder.compile.trtexec import find_trtexec
-    from repo_builder.errors import UserError
-
     if tensorrt_available() or find_trtexec():
         pytest.skip("TensorRT is installed here")
-    with pytest.raises(UserError) as info:
+    with pytest.raises(ToolError) as info:
         require_build_environment(builder)
     message = str(info.value)
     assert "no NVIDIA GPU found" in message and missing in message and "\n" not in message

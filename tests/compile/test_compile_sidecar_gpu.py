@@ -6,15 +6,10 @@ from pathlib import Path
 import pytest
 
 from repo_builder.compile import EngineTensor, PlanInfo, Profile, read_sidecar, write_sidecar
-from repo_builder.compile.gpu import (
-    capability_from_sm,
-    gpu_present,
-    parse_nvidia_smi,
-    physical_index,
-    require_gpu,
-)
-from repo_builder.compile.releases import normalize_release, same_tensorrt, tensorrt_for_release
-from repo_builder.errors import UserError
+from repo_builder.errors import ToolError, UserError
+from repo_builder.gpu import gpu_present, parse_nvidia_smi, physical_index, require_gpu
+from repo_builder.plan_format import capability_from_sm
+from repo_builder.tensorrt_releases import normalize_release, same_tensorrt, tensorrt_for_release
 
 
 def _info(name: str, cc: str) -> PlanInfo:
@@ -81,7 +76,7 @@ def test_capability_from_sm_reads_capability_when_name_has_sm(name: str, cc: str
 
 @pytest.mark.skipif(gpu_present(), reason="this machine has a GPU")
 def test_require_gpu_raises_one_line_naming_what_is_missing_when_no_gpu():
-    with pytest.raises(UserError) as info:
+    with pytest.raises(ToolError) as info:
         require_gpu()
     message = str(info.value)
     assert "no NVIDIA GPU found" in message and "\n" not in message

@@ -73,16 +73,18 @@ def test_plan_precision_refuses_int8_when_model_has_no_qdq_nodes():
             plan_precision("int8", major, FP32_FACTS)
 
 
-def test_trtexec_command_repeats_shape_flags_in_order_when_several_profiles():
+def test_trtexec_command_numbers_each_profile_when_several_profiles():
     overrides = parse_profile_options(["input_ids:1x1,1x16,1x16;attention_mask:1x1,1x16,1x16", "input_ids:2x16,4x64,4x64"])
     settings = CompileSettings(max_batch_size=4, max_seq_len=64, precision="fp32", profiles=overrides)
     profiles = derive_profiles(TEXT_SIGNATURE, settings)
     cmd = trtexec_command(Path("m.onnx"), Path("p.plan"), profiles, ("input_ids", "attention_mask"), plan_precision("fp32", 10, FP32_FACTS), settings)
-    shapes = [c for c in cmd if c.startswith(("--minShapes", "--optShapes", "--maxShapes"))]
+    shapes = [c for c in cmd if c.startswith(("--profile", "--minShapes", "--optShapes", "--maxShapes"))]
     assert shapes == [
+        "--profile=0",
         "--minShapes=input_ids:1x1,attention_mask:1x1",
         "--optShapes=input_ids:1x16,attention_mask:1x16",
         "--maxShapes=input_ids:1x16,attention_mask:1x16",
+        "--profile=1",
         "--minShapes=input_ids:2x16,attention_mask:1x1",
         "--optShapes=input_ids:4x64,attention_mask:4x64",
         "--maxShapes=input_ids:4x64,attention_mask:4x64",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from repo_builder.compile.settings import CompileSettings
+from repo_builder.compile_recipe import CompileSettings
+from repo_builder.errors import UserError
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.records import Diagnostic, Severity, ValidateOptions
 from repo_builder.validate.rules import RULES
@@ -153,7 +155,7 @@ def test_rb705_reports_unknown_and_missing_names_when_config_renames_input(tmp_p
     assert codes(found) == ["RB705", "RB705"]
     messages = " | ".join(d.message for d in found)
     assert "unexpected inference input 'ids', allowed inputs are: input_ids, attention_mask" in messages
-    assert "engine input 'input_ids' is missing from the configuration" in messages
+    assert "expected configuration for input 'input_ids' for bert" in messages
 
 
 def test_rb706_reports_missing_per_capability_file_when_version_lacks_it(tmp_path: Path):
@@ -191,9 +193,10 @@ def test_rb707_reports_version_mismatch_when_plan_newer_than_triton_release(tmp_
     assert "24.10" in (found[0].hint or "")
 
 
-def test_rb707_warns_when_triton_release_unknown(tmp_path: Path):
+def test_rb707_refuses_when_triton_release_unknown(tmp_path: Path):
     found = run(make_repo(tmp_path), triton_release="21.01")
-    assert codes(found) == [] and codes(found, Severity.WARNING) == ["RB707"]
+    assert codes(found) == ["RB707"]
+    assert "not in the TensorRT version table" in found[0].message and "--tensorrt-version" in found[0].message
 
 
 def test_rb708_reports_cpu_instances_when_kind_cpu(tmp_path: Path):
@@ -201,10 +204,10 @@ def test_rb708_reports_cpu_instances_when_kind_cpu(tmp_path: Path):
     assert codes(found) == ["RB708"]
 
 
-def test_rb709_warns_when_plan_has_no_sidecar(tmp_path: Path):
+def test_rb709_is_info_not_warning_when_plan_has_no_sidecar(tmp_path: Path):
     found = run(make_repo(tmp_path, sidecar=False))
-    assert codes(found) == [] and codes(found, Severity.WARNING) == ["RB709"]
-    assert "needs the model file" in found[0].message
+    assert codes(found, Severity.WARNING) == [] and codes(found, Severity.INFO) == ["RB709"]
+    assert "no plan.json entry (its header names no TensorRT version)" in found[0].message
 
 
 def test_rb709_reports_error_when_sidecar_broken(tmp_path: Path):
@@ -226,7 +229,7 @@ def test_rb710_reports_triton_message_when_profile_index_out_of_range(tmp_path: 
 
 
 def test_rb701_reports_pending_plan_as_error_unless_allowed(tmp_path: Path):
-    from repo_builder.compile.pending import RECIPE_FILE, Recipe
+    from repo_builder.compile_recipe import RECIPE_FILE, Recipe
     from repo_builder.spec import Signature, TensorSpec
 
     repo = make_repo(tmp_path, plans={}, files=(), sidecar=False)
@@ -260,8 +263,8 @@ def test_tensorrt_rules_are_registered_with_unique_rb7_codes_and_docs():
 
 @pytest.mark.gpu
 def test_tensorrt_rules_read_engine_itself_when_gpu_and_tensorrt_present(tmp_path: Path):
-    from repo_builder.compile.gpu import gpu_present
-    from repo_builder.compile.tensorrt_api import tensorrt_available
+    from repo_builder.gpu import gpu_present
+    from repo_builder.plan_format import tensorrt_available
 
     if not (gpu_present() and tensorrt_available()):
         pytest.skip("needs an NVIDIA GPU and TensorRT")
@@ -270,8 +273,101 @@ def test_tensorrt_rules_read_engine_itself_when_gpu_and_tensorrt_present(tmp_pat
     assert any(d.code == "RB709" and "cannot deserialize" in d.message for d in found)
 
 
-def test_tensorrt_rule_file_names_equal_compile_constants_when_repeated_for_lazy_import() -> None:
-    from repo_builder.compile.pending import RECIPE_FILE
-    from repo_builder.compile.sidecar import SIDECAR_FILE
+# --- issue 13 defects 2-4 and issue 12 (RB709) -------------------------------------------------------
 
-    assert (trt_rules.RECIPE_FILE, trt_rules.SIDECAR_FILE) == (RECIPE_FILE, SIDECAR_FILE)
+TWO_OUTPUTS = {"outputs": [{"name": "logits", "dtype": "FLOAT", "shape": [-1, 2]}, {"name": "hidden", "dtype": "FLOAT", "shape": [-1, 4]}]}
+
+
+def test_rb705_reports_backend_message_when_config_omits_one_engine_output(tmp_path: Path):
+    found = run(make_repo(tmp_path, plans={"model.plan": {**_plan_entry(), **TWO_OUTPUTS}}))
+    assert codes(found) == ["RB705"]
+    assert "expected configuration for output 'hidden' for bert" in found[0].message
+
+
+def test_rb705_passes_when_config_lists_no_outputs_and_backend_fills_them(tmp_path: Path):
+    repo = make_repo(tmp_path, plans={"model.plan": {**_plan_entry(), **TWO_OUTPUTS}})
+    config = repo / "bert" / "config.pbtxt"
+    config.write_text(config.read_text().replace('output [ { name: "logits" data_type: TYPE_FP32 dims: [ 2 ] } ]', ""))
+    assert run(repo) == []
+    assert codes(run(repo, strict=True)) == ["RB705", "RB705"]  # no auto-complete: every output must be listed
+
+
+def test_rb705_counts_batch_output_as_configured_when_engine_output_is_a_batch_output(tmp_path: Path):
+    extra = 'batch_output [ { target_name: "hidden" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "input_ids" } ]'
+    assert run(make_repo(tmp_path, plans={"model.plan": {**_plan_entry(), **TWO_OUTPUTS}}, extra=extra)) == []
+
+
+def _plan_header(version: tuple[int, int, int, int]) -> bytes:
+    """The first bytes of a TensorRT 10+ plan as trtexec --getPlanVersionOnly reads them."""
+    import struct
+
+    return struct.pack("<II", 0x74727466, 0) + bytes(16) + bytes(version) + b"rest of the engine"
+
+
+def test_rb709_names_header_version_when_plan_has_no_sidecar(tmp_path: Path):
+    repo = make_repo(tmp_path, sidecar=False)
+    (repo / "bert" / "1" / "model.plan").write_bytes(_plan_header((10, 3, 0, 26)))
+    found = run(repo)
+    assert [(d.code, d.severity) for d in found] == [("RB709", Severity.INFO)]
+    assert "its header says TensorRT 10.3.0.26" in found[0].message
+
+
+def test_rb707_uses_header_version_when_plan_has_no_sidecar(tmp_path: Path):
+    repo = make_repo(tmp_path, sidecar=False)
+    (repo / "bert" / "1" / "model.plan").write_bytes(_plan_header((10, 3, 0, 26)))
+    assert codes(run(repo, triton_release="24.08")) == []
+    found = [d for d in run(repo, triton_release="24.10") if d.code == "RB707"]
+    assert len(found) == 1 and "built with TensorRT 10.3.0.26 but Triton 24.10 ships TensorRT 10.5.0" in found[0].message
+    assert "plan's header" in found[0].message or "header" in found[0].message
+
+
+# TensorRT and a GPU cannot run here: the engine reader and the GPU probe are replaced by what a GPU
+# machine's TensorRT would return, to test which plan is deserialized and what the rules do with it.
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    from repo_builder.gpu import GpuInfo
+    from repo_builder.plan_format import EngineDescription, EngineTensor
+    from repo_builder.spec import Profile
+    from repo_builder.validate.analysis import tensorrt_plans
+
+    read: list[str] = []
+
+    def read_engine(path: Path) -> EngineDescription:
+        read.append(path.name)
+        if path.name == "model_sm80.plan":
+            raise UserError(f"{path}: TensorRT 10.5.0 cannot deserialize this plan (built for another GPU)")
+        r = {"min": (1, 1), "opt": (8, 128), "max": (8, 128)}
+        profile = Profile().add("input_ids", r["min"], r["opt"], r["max"]).add("attention_mask", r["min"], r["opt"], r["max"])
+        return EngineDescription(
+            "10.5.0",
+            (profile,),
+            (EngineTensor("input_ids", "INT64", (-1, -1)), EngineTensor("attention_mask", "INT64", (-1, -1))),
+            (EngineTensor("logits", "FLOAT", (-1, 2)),),
+        )
+
+    tensorrt_plans._engine.cache_clear()
+    tensorrt_plans.engine_capabilities.cache_clear()
+    monkeypatch.setattr(tensorrt_plans, "read_engine", read_engine)
+    monkeypatch.setattr(tensorrt_plans, "tensorrt_available", lambda: True)
+    monkeypatch.setattr(tensorrt_plans, "detect_gpus", lambda: (GpuInfo(0, "NVIDIA H100", "9.0"),))
+    yield read
+    tensorrt_plans.engine_capabilities.cache_clear()
+
+
+def test_rb707_checks_engine_described_plan_when_gpu_machine(tmp_path: Path, gpu_machine: list[str]):
+    found = run(make_repo(tmp_path), triton_release="24.08", gpu_present=True)
+    assert codes(found) == ["RB707"] and gpu_machine == ["model.plan"]
+    assert "built with TensorRT 10.5.0 but Triton 24.08 ships TensorRT 10.3.0" in found[0].message
+
+
+def test_rb709_deserializes_only_this_gpus_plan_when_cc_model_filenames(tmp_path: Path, gpu_machine: list[str]):
+    plans = {"model_sm80.plan": _plan_entry(cc="8.0", version="10.5.0"), "model_sm90.plan": _plan_entry(cc="9.0", version="10.5.0")}
+    extra = 'cc_model_filenames { key: "8.0" value: "model_sm80.plan" }\ncc_model_filenames { key: "9.0" value: "model_sm90.plan" }'
+    repo = make_repo(tmp_path, extra=extra, plans=plans)
+    (repo / "bert" / "1" / "model.plan").write_bytes(b"fallback plan for other GPUs")
+    (repo / "bert" / "1" / "plan.json").write_text(json.dumps({"format": 1, "plans": {**plans, "model.plan": _plan_entry(version="10.5.0")}}))
+    found = run(repo, gpu_present=True)
+    assert gpu_machine == ["model_sm90.plan"]  # Triton on a 9.0 GPU loads only this one
+    assert codes(found) == []

@@ -1,152 +1,56 @@
 """Rules for TensorRT models (RB7xx): the config against the plan it loads.
 
-The plan's facts come from its ``plan.json`` sidecar; when TensorRT is importable and a GPU is present
-(``ValidateOptions.gpu_present``), from the engine itself. Which plan Triton loads depends on the GPU
-(``cc_model_filenames["<major>.<minor>"]``, else ``default_model_filename``, else ``model.plan``), so every
-plan a config can name is checked.
+The plan's facts come from ``validate.analysis.tensorrt_plans``: the engine itself on a machine with a GPU
+and TensorRT (only the plan Triton would load on that GPU), else ``plan.json``, else the plan's header.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from repo_builder.compile_recipe import RECIPE_FILE, read_recipe
 from repo_builder.errors import UserError
-from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, VersionDir, rule
+from repo_builder.plan_format import (
+    PER_CAPABILITY_PLAN,
+    SIDECAR_FILE,
+    EngineTensor,
+    PlanInfo,
+    capability_from_sm,
+    engine_max_batch,
+    is_compute_capability,
+)
+from repo_builder.tensorrt_releases import expected_tensorrt, releases_for_tensorrt, same_tensorrt
+from repo_builder.validate.analysis.tensorrt_plans import (
+    PlanFacts,
+    config_dims,
+    is_tensorrt,
+    loadable_versions,
+    plan_facts,
+    plan_names,
+    used_profiles,
+)
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
-if TYPE_CHECKING:
-    from repo_builder.compile.sidecar import PlanInfo
-
-# repo_builder.compile is imported only inside the rules, once a model is known to be TensorRT: its
-# package __init__ pulls in the whole compile flow (tens of ms), which every other validate run would pay
-# at start-up. The two file names are repeated here for that reason (a test keeps them equal).
-DEFAULT_PLAN = "model.plan"
-RECIPE_FILE = "compile.json"  # repo_builder.compile.pending.RECIPE_FILE
-SIDECAR_FILE = "plan.json"  # repo_builder.compile.sidecar.SIDECAR_FILE
 _DATA_TYPE_NAMES: dict[int, str] = {}
-
-
-def _is_tensorrt(model: ModelEntry) -> bool:
-    c = model.config
-    return c is not None and (c.platform == "tensorrt_plan" or c.backend == "tensorrt")
-
-
-def _versions(model: ModelEntry) -> Iterator[VersionDir]:
-    for v in model.versions:
-        if v.number is not None:
-            yield v
-
-
-def _plan_names(model: ModelEntry) -> tuple[str, ...]:
-    """Every plan file the config can make Triton load, default first."""
-    assert model.config is not None
-    default = model.config.default_model_filename or DEFAULT_PLAN
-    names = [default]
-    for _, name in sorted(model.config.cc_model_filenames.items()):
-        if name not in names:
-            names.append(name)
-    return tuple(names)
 
 
 def _type_name(value: int) -> str:
     if not _DATA_TYPE_NAMES:
-        from tritonclient.grpc import model_config_pb2
+        from tritonclient.grpc import model_config_pb2  # deferred package: only the protobuf classes
 
         _DATA_TYPE_NAMES.update({v: k for k, v in model_config_pb2.DataType.items()})
     return _DATA_TYPE_NAMES.get(value, str(value))
 
 
-@dataclass(frozen=True)
-class PlanFacts:
-    version: VersionDir
-    filename: str
-    info: PlanInfo | None
-    problem: str | None = None  # plan.json unreadable, or the engine would not deserialize
-    source: str = "plan.json"
-
-    @property
-    def path(self) -> Path:
-        return self.version.path / self.filename
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
-
-
-@lru_cache(maxsize=256)
-def _sidecar(path: str, stamp: tuple[int, int] | None) -> tuple[dict[str, PlanInfo] | None, str | None]:
-    from repo_builder.compile.sidecar import read_sidecar
-
-    try:
-        return read_sidecar(Path(path)), None
-    except UserError as exc:
-        return None, str(exc)
-
-
-@lru_cache(maxsize=64)
-def _engine(path: str, stamp: tuple[int, int] | None) -> tuple[PlanInfo | None, str | None]:
-    from repo_builder.compile.sidecar import PlanInfo
-    from repo_builder.compile.tensorrt_api import read_engine
-
-    try:
-        d = read_engine(Path(path))
-    except UserError as exc:
-        return None, str(exc)
-    return PlanInfo(
-        Path(path).name, d.tensorrt_version, "", d.profiles, d.inputs, d.outputs, io_source="engine"
-    ), None
-
-
-def _engine_readable(ctx: RuleContext) -> bool:
-    if not ctx.options.gpu_present:
-        return False
-    from repo_builder.compile.tensorrt_api import tensorrt_available
-
-    return tensorrt_available()
-
-
-def plan_facts(model: ModelEntry, ctx: RuleContext) -> list[PlanFacts]:
-    """The plans present in each version, with what plan.json (or the engine) says about them."""
-    out = []
-    use_engine = _engine_readable(ctx)
-    for v in _versions(model):
-        sidecar_path = v.path / SIDECAR_FILE
-        plans, problem = (None, None)
-        if v.has(SIDECAR_FILE):
-            plans, problem = _sidecar(str(sidecar_path), _stamp(sidecar_path))
-        for name in _plan_names(model):
-            if not v.has(name):
-                continue
-            info = plans.get(name) if plans else None
-            if use_engine:
-                engine_info, engine_problem = _engine(str(v.path / name), _stamp(v.path / name))
-                if engine_info is not None:
-                    from repo_builder.compile.sidecar import PlanInfo
-
-                    cc = info.compute_capability if info else ""
-                    engine_info = PlanInfo(**{**engine_info.__dict__, "compute_capability": cc})
-                out.append(PlanFacts(v, name, engine_info, engine_problem, "engine"))
-                continue
-            out.append(PlanFacts(v, name, info, problem))
-    return out
-
-
-def _used_profiles(model: ModelEntry) -> tuple[int, ...]:
-    assert model.config is not None
-    used = {int(p) for g in model.config.instance_group for p in g.profile if p.strip().isdigit()}
-    return tuple(sorted(used)) or (0,)
-
-
 def _rel(facts: PlanFacts) -> str:
     return f"{facts.version.name}/{facts.filename}"
+
+
+def _described(model: ModelEntry, ctx: RuleContext) -> Iterator[tuple[PlanFacts, PlanInfo]]:
+    for facts in plan_facts(model):
+        if facts.info is not None:
+            yield facts, facts.info
 
 
 @rule("RB701", "tensorrt-plan-pending")
@@ -161,12 +65,10 @@ def plan_pending(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     Fails: ``1/compile.json`` and ``1/model.source.onnx`` with no ``1/model.plan``.
     Passes: ``1/model.plan`` (with or without the recipe beside it).
     """
-    if not _is_tensorrt(model):
+    if not is_tensorrt(model):
         return
-    from repo_builder.compile.pending import read_recipe
-
     severity = Severity.WARNING if ctx.options.allow_pending else None
-    for v in _versions(model):
+    for v in loadable_versions(model):
         if not v.has(RECIPE_FILE):
             continue
         try:
@@ -175,16 +77,16 @@ def plan_pending(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
             yield Finding(str(exc), path=v.path / RECIPE_FILE, version=v.number)
             continue
         if recipe.settings.per_capability:
-            built = [f.name for f in v.files if re.match(r"^model_sm\d{2,3}\.plan$", f.name)]
+            built = [f.name for f in v.files if PER_CAPABILITY_PLAN.match(f.name)]
         else:
-            built = [n for n in _plan_names(model) if v.has(n)]
+            built = [n for n in plan_names(model) if v.has(n)]
         if not built:
             yield Finding(
                 f"version {v.name}: the TensorRT plan is pending (compile recipe, no plan yet); Triton has nothing to load",
                 path=v.path / RECIPE_FILE,
                 version=v.number,
                 severity=severity,
-                hint="run 'repo-builder compile-pending REPO' on a GPU machine (see docs/gpu-ci.md)",
+                hint="run 'repo-builder compile-pending REPO' on a GPU machine",
             )
 
 
@@ -200,33 +102,63 @@ def max_batch_within_profile(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
     Fails: ``max_batch_size: 16`` with a plan built for batch 1..8.
     Passes: ``max_batch_size: 8`` (or less) with the same plan.
     """
-    if not _is_tensorrt(model) or model.config is None or model.config.max_batch_size <= 0:
+    if not is_tensorrt(model) or model.config is None or model.config.max_batch_size <= 0:
         return
-    from repo_builder.compile.profiles import engine_max_batch
-
-    used = _used_profiles(model)
-    for facts in plan_facts(model, ctx):
-        if facts.info is None or not facts.info.profiles:
+    config = model.config
+    for facts, info in _described(model, ctx):
+        if not info.profiles:
             continue
-        ranks_fit = all(
-            len(_config_dims(io)) + 1 == len(t.shape)
-            for io in model.config.input
-            if (t := facts.info.tensor(io.name)) is not None
-        )
-        if not ranks_fit:
+        tensors = [(io, info.tensor(io.name)) for io in config.input]
+        if not all(len(config_dims(io)) + 1 == len(t.shape) for io, t in tensors if t is not None):
             continue  # the engine has no batch axis where the config expects one: RB703 says so
-        limit = engine_max_batch(facts.info.profiles, used)
-        if model.config.max_batch_size > limit:
+        limit = engine_max_batch(info.profiles, used_profiles(model))
+        if config.max_batch_size > limit:
             yield Finding(
-                f"{_rel(facts)}: configuration specified max-batch {model.config.max_batch_size} "
+                f"{_rel(facts)}: configuration specified max-batch {config.max_batch_size} "
                 f"but TensorRT engine only supports max-batch {limit}",
                 version=facts.version.number,
-                hint=f"set max_batch_size to {limit} or rebuild the plan with --max-batch-size {model.config.max_batch_size}",
+                hint=f"set max_batch_size to {limit} or rebuild the plan with --max-batch-size {config.max_batch_size}",
             )
 
 
-def _config_dims(io: Any) -> list[int]:
-    return list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
+def _dim_findings(facts: PlanFacts, kind: str, io: Any, tensor: EngineTensor, batch: int, used: tuple[int, ...]) -> Iterator[Finding]:
+    dims = config_dims(io)
+    if len(dims) + batch != len(tensor.shape):
+        note = " (the batch axis is not listed in dims when max_batch_size > 0)" if batch else ""
+        yield Finding(
+            f"{_rel(facts)}: {kind} '{io.name}' has {len(dims)} dims {dims} in the configuration "
+            f"but the engine's shape is {list(tensor.shape)}{note}",
+            version=facts.version.number,
+        )
+        return
+    for i, d in enumerate(dims):
+        axis = i + batch
+        engine_dim = tensor.shape[axis]
+        if d == -1 or (engine_dim == -1 and kind != "input"):
+            continue
+        if engine_dim != -1:
+            if d != engine_dim:
+                yield Finding(
+                    f"{_rel(facts)}: {kind} '{io.name}' dim {d} on axis {axis} but the engine fixes it at {engine_dim}",
+                    version=facts.version.number,
+                )
+            continue
+        yield from _profile_range_findings(facts, io.name, d, axis, used)
+
+
+def _profile_range_findings(facts: PlanFacts, name: str, d: int, axis: int, used: tuple[int, ...]) -> Iterator[Finding]:
+    assert facts.info is not None
+    for index in used:
+        if index >= len(facts.info.profiles) or name not in facts.info.profiles[index].names():
+            continue
+        r = facts.info.profiles[index][name]
+        if not r.min[axis] <= d <= r.max[axis]:
+            yield Finding(
+                f"{_rel(facts)}: input '{name}' dim {d} on axis {axis} is outside optimization "
+                f"profile {index}'s range {r.min[axis]}..{r.max[axis]}",
+                version=facts.version.number,
+                hint="use -1 for a dynamic axis, or rebuild the plan with a --profile covering this size",
+            )
 
 
 @rule("RB703", "tensorrt-dims-within-profile")
@@ -241,59 +173,17 @@ def dims_within_profile(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding
     Fails: ``dims: [ 3, 512, 512 ]`` for an engine whose profile allows 224..224 on those axes.
     Passes: ``dims: [ 3, 224, 224 ]``, or ``-1`` on an axis the engine keeps dynamic.
     """
-    if not _is_tensorrt(model) or model.config is None:
+    if not is_tensorrt(model) or model.config is None:
         return
     config = model.config
     batch = 1 if config.max_batch_size > 0 else 0
-    used = _used_profiles(model)
-    for facts in plan_facts(model, ctx):
-        info = facts.info
-        if info is None:
-            continue
+    used = used_profiles(model)
+    for facts, info in _described(model, ctx):
         for kind, ios in (("input", config.input), ("output", config.output)):
             for io in ios:
                 tensor = info.tensor(io.name)
-                if tensor is None:
-                    continue
-                dims = _config_dims(io)
-                if len(dims) + batch != len(tensor.shape):
-                    yield Finding(
-                        f"{_rel(facts)}: {kind} '{io.name}' has {len(dims)} dims {dims} in the configuration "
-                        f"but the engine's shape is {list(tensor.shape)}"
-                        + (
-                            " (the batch axis is not listed in dims when max_batch_size > 0)" if batch else ""
-                        ),
-                        version=facts.version.number,
-                    )
-                    continue
-                for i, d in enumerate(dims):
-                    axis = i + batch
-                    engine_dim = tensor.shape[axis]
-                    if d == -1:
-                        continue
-                    if engine_dim != -1:
-                        if d != engine_dim:
-                            yield Finding(
-                                f"{_rel(facts)}: {kind} '{io.name}' dim {d} on axis {axis} but the engine fixes it at {engine_dim}",
-                                version=facts.version.number,
-                            )
-                        continue
-                    if kind != "input":
-                        continue
-                    for index in used:
-                        if index >= len(info.profiles):
-                            continue
-                        try:
-                            r = info.profiles[index][io.name]
-                        except KeyError:
-                            continue
-                        if not r.min[axis] <= d <= r.max[axis]:
-                            yield Finding(
-                                f"{_rel(facts)}: input '{io.name}' dim {d} on axis {axis} is outside optimization "
-                                f"profile {index}'s range {r.min[axis]}..{r.max[axis]}",
-                                version=facts.version.number,
-                                hint="use -1 for a dynamic axis, or rebuild the plan with a --profile covering this size",
-                            )
+                if tensor is not None:
+                    yield from _dim_findings(facts, kind, io, tensor, batch, used)
 
 
 @rule("RB704", "tensorrt-dtype-matches-engine")
@@ -306,14 +196,12 @@ def dtype_matches_engine(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
     Fails: ``data_type: TYPE_INT32`` for an engine input of type INT64.
     Passes: ``data_type: TYPE_INT64``.
     """
-    if not _is_tensorrt(model) or model.config is None:
+    if not is_tensorrt(model) or model.config is None:
         return
-    for facts in plan_facts(model, ctx):
-        if facts.info is None:
-            continue
+    for facts, info in _described(model, ctx):
         for kind, ios in (("input", model.config.input), ("output", model.config.output)):
             for io in ios:
-                tensor = facts.info.tensor(io.name)
+                tensor = info.tensor(io.name)
                 if tensor is None or io.data_type == 0:
                     continue
                 try:
@@ -329,26 +217,39 @@ def dtype_matches_engine(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
                     )
 
 
+def _bound_names(config: Any) -> tuple[set[str], set[str]]:
+    """Engine tensors the backend binds besides ``input``/``output``: batch IO, sequence controls and states."""
+    inputs = {name for b in config.batch_input for name in b.target_name}
+    outputs = {name for b in config.batch_output for name in b.target_name}
+    seq = config.sequence_batching
+    inputs |= {c.name for c in seq.control_input}
+    inputs |= {s.input_name for s in seq.state}
+    outputs |= {s.output_name for s in seq.state}
+    return inputs, outputs
+
+
 @rule("RB705", "tensorrt-io-names-match-engine")
 def io_names_match_engine(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
-    """Configured input and output names must be the engine's, and every engine input must be configured.
+    """Configured input and output names must be the engine's, and once the config lists inputs (or
+    outputs) at all, every engine input (or output) must be among them.
 
-    Triton's backends refuse an unknown name ("unexpected inference input 'X', allowed inputs are: ...")
-    and cannot feed an engine input the config does not describe.
+    Triton refuses an unknown name ("unexpected inference input 'X', allowed inputs are: ..."). The
+    TensorRT backend auto-completes inputs or outputs only when the config lists none (``FixIO``) and
+    then requires a binding for every engine tensor: "expected configuration for output 'Y' for M"
+    (tensorrt_backend ``src/instance_state.cc``). With ``--strict`` (no auto-complete) every engine tensor
+    must be listed. Batch inputs/outputs and sequence controls and states count as configured.
 
-    Fails: ``input [{ name: "input_ids" ...}]`` for an engine whose input is ``input``.
-    Passes: the names ``plan.json`` lists under ``inputs`` and ``outputs``.
+    Fails: ``output [{ name: "logits" ...}]`` for an engine with outputs ``logits`` and ``hidden``.
+    Passes: both outputs listed, or no ``output`` at all (the backend fills them in).
     """
-    if not _is_tensorrt(model) or model.config is None:
+    if not is_tensorrt(model) or model.config is None:
         return
     config = model.config
-    for facts in plan_facts(model, ctx):
-        info = facts.info
-        if info is None:
-            continue
-        for kind, ios, tensors in (
-            ("input", config.input, info.inputs),
-            ("output", config.output, info.outputs),
+    extra_inputs, extra_outputs = _bound_names(config)
+    for facts, info in _described(model, ctx):
+        for kind, ios, tensors, extra in (
+            ("input", config.input, info.inputs, extra_inputs),
+            ("output", config.output, info.outputs, extra_outputs),
         ):
             allowed = [t.name for t in tensors]
             for io in ios:
@@ -357,15 +258,15 @@ def io_names_match_engine(model: ModelEntry, ctx: RuleContext) -> Iterable[Findi
                         f"{_rel(facts)}: unexpected inference {kind} '{io.name}', allowed {kind}s are: {', '.join(allowed)}",
                         version=facts.version.number,
                     )
-        if config.input:
-            named = {io.name for io in config.input} | {
-                b.target_name[0] for b in config.batch_input if b.target_name
-            }
-            for t in info.inputs:
+            if not ios and not ctx.options.strict:
+                continue  # the backend fills them all in from the engine
+            named = {io.name for io in ios} | extra
+            for t in tensors:
                 if t.name not in named:
                     yield Finding(
-                        f"{_rel(facts)}: engine input '{t.name}' is missing from the configuration",
+                        f"{_rel(facts)}: expected configuration for {kind} '{t.name}' for {model.name}",
                         version=facts.version.number,
+                        hint=f"add {kind} '{t.name}' ({t.triton_type}) to the configuration",
                     )
 
 
@@ -383,10 +284,8 @@ def cc_model_filenames(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
     Fails: ``cc_model_filenames { key: "9.0" value: "model_sm90.plan" }`` with no ``1/model_sm90.plan``.
     Passes: the same entry with ``1/model_sm90.plan`` whose plan.json says compute capability 9.0.
     """
-    if not _is_tensorrt(model) or model.config is None:
+    if not is_tensorrt(model) or model.config is None:
         return
-    from repo_builder.compile.gpu import capability_from_sm, is_compute_capability
-
     entries = sorted(model.config.cc_model_filenames.items())
     for key, _ in entries:
         if not is_compute_capability(key):
@@ -395,7 +294,7 @@ def cc_model_filenames(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
                 f"cc_model_filenames key '{key}' is not a compute capability like '8.6'; Triton will never select it",
                 hint=f'use key "{guess}"' if guess else None,
             )
-    for v in _versions(model):
+    for v in loadable_versions(model):
         for key, name in entries:
             if not v.has(name):
                 yield Finding(
@@ -404,9 +303,9 @@ def cc_model_filenames(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
                     version=v.number,
                     hint="build it on that GPU generation: repo-builder compile --per-capability (or compile-pending)",
                 )
-    for facts in plan_facts(model, ctx):
-        cc = facts.info.compute_capability if facts.info else ""
+    for facts, info in _described(model, ctx):
         for key, name in entries:
+            cc = info.compute_capability
             if name == facts.filename and cc and is_compute_capability(key) and cc != key:
                 yield Finding(
                     f"{_rel(facts)}: built for compute capability {cc} but cc_model_filenames lists it under '{key}'",
@@ -417,49 +316,39 @@ def cc_model_filenames(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]
 
 @rule("RB707", "tensorrt-version-matches-triton")
 def version_matches_triton(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
-    """With ``--triton-release``, each plan's TensorRT version must be the one that Triton release ships.
+    """With ``--triton-release`` (or ``--tensorrt-version``), each plan's TensorRT version must be the
+    one that Triton release ships.
 
     A plan deserializes only in the TensorRT version that built it; Triton 24.08 ships TensorRT 10.3.0,
-    so a plan built with 10.5 fails to load there. A release missing from the table is a warning.
+    so a plan built with 10.5 fails to load there. The plan's version comes from the engine (on a GPU
+    machine), its ``plan.json``, or the plan file's own header. An unknown or malformed release is a
+    usage error before any rule runs.
 
     Fails: plan.json ``"tensorrt_version": "10.5.0"`` with ``--triton-release 24.08``.
     Passes: ``"tensorrt_version": "10.3.0.26"`` with ``--triton-release 24.08``.
     """
-    if not _is_tensorrt(model) or not ctx.options.triton_release:
+    override = getattr(ctx.options, "tensorrt_version", None)  # ValidateOptions may not carry it yet
+    if not is_tensorrt(model) or not (ctx.options.triton_release or override):
         return
-    from repo_builder.compile.releases import (
-        normalize_release,
-        releases_for_tensorrt,
-        same_tensorrt,
-        tensorrt_for_release,
-    )
-
     try:
-        release = normalize_release(ctx.options.triton_release)
+        expected = expected_tensorrt(ctx.options.triton_release, override)
     except UserError as exc:
-        yield Finding(str(exc), severity=Severity.WARNING)
+        yield Finding(str(exc))
         return
-    expected = tensorrt_for_release(release)
-    facts_list = [f for f in plan_facts(model, ctx) if f.info is not None and f.source == "plan.json"]
-    if expected is None:
-        if facts_list:
-            yield Finding(
-                f"Triton release {release} is not in the TensorRT version table; the plans' TensorRT versions are not checked",
-                severity=Severity.WARNING,
-            )
-        return
-    for facts in facts_list:
-        assert facts.info is not None
-        if not same_tensorrt(facts.info.tensorrt_version, expected):
-            fits = releases_for_tensorrt(facts.info.tensorrt_version)
-            yield Finding(
-                f"{_rel(facts)}: built with TensorRT {facts.info.tensorrt_version} but Triton {release} ships TensorRT "
-                f"{expected}; Triton cannot deserialize it",
-                path=facts.path,
-                version=facts.version.number,
-                hint=f"rebuild with TensorRT {expected}"
-                + (f", or serve with Triton {', '.join(fits)}" if fits else ""),
-            )
+    assert expected is not None
+    target = f"Triton {ctx.options.triton_release}" if override is None else "the serving Triton"
+    for facts in plan_facts(model):
+        version = facts.tensorrt_version
+        if version is None or same_tensorrt(version, expected):
+            continue
+        fits = releases_for_tensorrt(version)
+        yield Finding(
+            f"{_rel(facts)}: built with TensorRT {version} but {target} ships TensorRT {expected}; Triton cannot "
+            f"deserialize it (version read from the {facts.source})",
+            path=facts.path,
+            version=facts.version.number,
+            hint=f"rebuild with TensorRT {expected}" + (f", or serve with Triton {', '.join(fits)}" if fits else ""),
+        )
 
 
 @rule("RB708", "tensorrt-gpu-instances")
@@ -472,9 +361,9 @@ def gpu_instances(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     Fails: ``instance_group [{ kind: KIND_CPU }]``.
     Passes: ``instance_group [{ kind: KIND_GPU count: 1 }]``.
     """
-    if not _is_tensorrt(model) or model.config is None:
+    if not is_tensorrt(model) or model.config is None:
         return
-    from tritonclient.grpc import model_config_pb2
+    from tritonclient.grpc import model_config_pb2  # deferred package: only the protobuf classes
 
     cpu = model_config_pb2.ModelInstanceGroup.Kind.Value("KIND_CPU")
     for i, group in enumerate(model.config.instance_group):
@@ -486,36 +375,34 @@ def gpu_instances(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
             )
 
 
-@rule("RB709", "tensorrt-plan-sidecar", Severity.WARNING)
+@rule("RB709", "tensorrt-plan-sidecar", Severity.INFO)
 def plan_sidecar(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Each plan should have an entry in ``plan.json`` beside it, readable and consistent with its name.
 
     Without it the config cannot be checked against the engine offline (that needs the model file and a
-    GPU with TensorRT). An unreadable ``plan.json`` and a ``model_smXY.plan`` whose sidecar names another
-    capability are errors.
+    GPU with TensorRT): an ``info`` naming the TensorRT version the plan file's header records, when it
+    records one (TensorRT 10 and later, as ``trtexec --getPlanVersionOnly`` reads it). Plans built
+    elsewhere are normal, so this is never a warning. An unreadable ``plan.json``, a plan the engine
+    cannot deserialize on this GPU, and a ``model_smXY.plan`` whose sidecar names another capability are
+    errors.
 
-    Fails: ``1/model.plan`` with no ``1/plan.json``.
+    Fails: ``1/plan.json`` that is not JSON (an error); ``1/model.plan`` with no ``1/plan.json`` (an info).
     Passes: ``1/model.plan`` and the ``1/plan.json`` that ``repo-builder compile`` wrote.
     """
-    if not _is_tensorrt(model):
+    if not is_tensorrt(model):
         return
-    from repo_builder.compile.gpu import capability_from_sm
-
-    for facts in plan_facts(model, ctx):
+    for facts in plan_facts(model):
         if facts.problem:
-            yield Finding(
-                facts.problem,
-                path=facts.path if facts.source == "engine" else facts.version.path / SIDECAR_FILE,
-                version=facts.version.number,
-                severity=Severity.ERROR,
-            )
+            where = facts.path if facts.source == "engine" else facts.version.path / SIDECAR_FILE
+            yield Finding(facts.problem, path=where, version=facts.version.number, severity=Severity.ERROR)
         elif facts.info is None:
+            said = f"its header says TensorRT {facts.header_version}" if facts.header_version else "its header names no TensorRT version"
             yield Finding(
-                f"{_rel(facts)}: no plan.json entry; its IO, profiles and TensorRT version cannot be checked "
-                "offline (needs the model file: run validate on a GPU machine with TensorRT)",
+                f"{_rel(facts)}: no plan.json entry ({said}); its IO and profiles are checked only on a GPU machine "
+                "with TensorRT, or by --live",
                 path=facts.path,
                 version=facts.version.number,
-                hint="build plans with 'repo-builder compile', which writes plan.json",
+                hint="plans built with 'repo-builder compile' carry plan.json",
             )
         elif facts.source == "plan.json":
             named = capability_from_sm(facts.filename)
@@ -539,16 +426,12 @@ def profile_index(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     Fails: ``instance_group [{ kind: KIND_GPU profile: ["1"] }]`` for a plan with one profile.
     Passes: ``profile: ["0"]``, or no ``profile`` at all (Triton uses profile 0).
     """
-    if not _is_tensorrt(model) or model.config is None:
+    if not is_tensorrt(model) or model.config is None:
         return
     named = [p for g in model.config.instance_group for p in g.profile]
-    if not named:
-        return
-    for facts in plan_facts(model, ctx):
-        if facts.info is None or not facts.info.profiles:
-            continue
-        count = len(facts.info.profiles)
-        for p in named:
+    for facts, info in _described(model, ctx) if named else ():
+        count = len(info.profiles)
+        for p in named if count else ():
             if not p.strip().isdigit() or int(p) >= count:
                 yield Finding(
                     f"{_rel(facts)}: configuration specified invalid profile {p} . Number of profiles supported by "

@@ -8,15 +8,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 
-from repo_builder.errors import UserError
+from repo_builder.errors import ToolError, UserError
+from repo_builder.plan_format import is_compute_capability
 
-_CC = re.compile(r"^\d+\.\d+$")
 # cuDeviceGetAttribute ids (cuda.h: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR)
 _CU_CC_MAJOR = 75
 _CU_CC_MINOR = 76
@@ -41,19 +40,6 @@ class GpuProbe:
     gpus: tuple[GpuInfo, ...]
     missing: tuple[str, ...] = ()
     source: str = ""  # "nvidia-smi" (physical indices) or "libcuda" (CUDA's own, after CUDA_VISIBLE_DEVICES)
-
-
-def is_compute_capability(text: str) -> bool:
-    return bool(_CC.match(text))
-
-
-def capability_from_sm(name: str) -> str | None:
-    """'model_sm90.plan' -> '9.0'; 'sm_120' -> '12.0' (Blackwell has two-digit majors)."""
-    m = re.search(r"sm_?(\d{2,3})(?!\d)", name)
-    if not m:
-        return None
-    digits = m.group(1)
-    return f"{digits[:-1]}.{digits[-1]}"
 
 
 def parse_nvidia_smi(text: str) -> tuple[GpuInfo, ...]:
@@ -152,10 +138,10 @@ def physical_index(device: int, visible: str | None = None) -> int:
 
 
 def require_gpu(device: int = 0) -> GpuInfo:
-    """The GPU to build for (CUDA device ``device``), or a one-line UserError naming what is missing."""
+    """The GPU to build for (CUDA device ``device``), or a one-line ToolError naming what is missing (exit 3)."""
     reason = missing_gpu_reason()
     if reason:
-        raise UserError(f"{reason}: TensorRT plans must be built on the GPU they will run on; see docs/gpu-ci.md")
+        raise ToolError(f"{reason}: TensorRT plans must be built on the GPU they will run on: build with --runtime tensorrt --defer-compile here and run 'repo-builder compile-pending REPO' on a GPU machine")
     probe = probe_gpus()
     index = physical_index(device) if probe.source == "nvidia-smi" else device
     for gpu in probe.gpus:

@@ -1,13 +1,24 @@
-"""What a TensorRT build is asked to do: one frozen value shared by compile, defer and compile-pending."""
+"""The compile recipe format: what a TensorRT build is asked to do (``CompileSettings``) and the
+``compile.json`` a deferred build leaves in a version folder (``Recipe``).
+
+Light on purpose (no TensorRT, ONNX or compile flow): ``validate`` reads recipes to report pending plans,
+and ``compile``/``compile-pending`` build from them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from repo_builder import __version__
 from repo_builder.errors import UserError
-from repo_builder.spec import Profile
+from repo_builder.fsutil import read_json_format
+from repo_builder.spec import Profile, Signature
+
+RECIPE_FILE = "compile.json"
+RECIPE_FORMAT = 1
+SOURCE_ONNX = "model.source.onnx"
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 BUILDERS = ("auto", "api", "trtexec")
@@ -82,3 +93,65 @@ def settings_from_json(data: dict[str, Any]) -> CompileSettings:
         workspace_mib=data.get("workspace_mib"),
         per_capability=bool(data.get("per_capability", False)),
     )
+
+
+def check_member_name(name: str, recipe_path: Path) -> str:
+    """A file name a recipe gives (its ONNX, external data) must stay inside its version folder.
+
+    compile-pending reads and deletes these names, so "../../victim" or an absolute path is refused here,
+    before anything happens; the caller also resolves the path (symlinks) before touching it.
+    """
+    pure = PurePosixPath(name)
+    if not name or "\\" in name or pure.is_absolute() or any(part in ("", ".", "..") for part in name.split("/")):
+        raise UserError(
+            f"{recipe_path}: names '{name}', which is not a file inside its version folder; "
+            "rebuild the recipe with 'repo-builder build --defer-compile'"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What ``compile.json`` holds."""
+
+    onnx: str
+    signature: Signature
+    settings: CompileSettings
+    profiles: tuple[Profile, ...]
+    onnx_sha256: str = ""
+    extra_files: tuple[str, ...] = ()  # external-data files the ONNX refers to
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": RECIPE_FORMAT,
+            "kind": "tensorrt_plan",
+            "onnx": self.onnx,
+            "onnx_sha256": self.onnx_sha256,
+            "extra_files": list(self.extra_files),
+            "signature": self.signature.to_json(),
+            "settings": settings_to_json(self.settings),
+            "profiles": [profile_to_json(p) for p in self.profiles],
+            "written_by": f"repo-builder {__version__}",
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Recipe:
+        return cls(
+            onnx=str(data["onnx"]),
+            signature=Signature.from_json(data["signature"]),
+            settings=settings_from_json(data["settings"]),
+            profiles=tuple(profile_from_json(p) for p in data.get("profiles", [])),
+            onnx_sha256=str(data.get("onnx_sha256", "")),
+            extra_files=tuple(str(n) for n in data.get("extra_files", [])),
+        )
+
+
+def read_recipe(path: Path) -> Recipe:
+    """A version folder's ``compile.json``, with every file name it gives checked; else a one-line UserError."""
+    try:
+        recipe = Recipe.from_json(read_json_format(path, RECIPE_FORMAT))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError) as exc:
+        raise UserError(f"{path}: not a valid compile recipe ({exc}); rebuild with 'repo-builder build --defer-compile'") from None
+    for name in (recipe.onnx, *recipe.extra_files):
+        check_member_name(name, path)
+    return recipe
