@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from repo_builder.validate.engine import validate_repository
 from repo_builder.validate.records import Diagnostic, Severity, ValidateOptions
 
 ENV_VAR = "REPO_BUILDER_CONFORMANCE"
@@ -267,8 +268,6 @@ def judge(run: CaseRun, diagnostics: Iterable[Diagnostic]) -> CaseResult:
 
 def run_case(run: CaseRun, workdir: Path | None = None) -> CaseResult:
     """Materialize, validate and judge one run (not-decidable cases are reported, never run)."""
-    from repo_builder.validate.engine import validate_repository
-
     reason = not_decidable_reason(run.case)
     if reason is not None:
         return CaseResult(run, False, reason=reason)

@@ -1,4 +1,4 @@
-"""Generate ``docs/rules.md`` from the rule registry: ``python -m repo_builder.validate.docs > docs/rules.md``.
+"""Generate ``docs/rules.md`` from the rule registry (and the store and live codes): ``python -m repo_builder.validate.docs > docs/rules.md``.
 
 Each rule's docstring is its manual; this only arranges them (a test keeps the file in sync).
 """
@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from types import ModuleType
+from typing import Protocol
 
-from repo_builder.validate.records import Rule
+from repo_builder.validate.live_codes import LIVE_CODES, LiveCode
+from repo_builder.validate.records import Rule, Severity
+from repo_builder.validate.remote import STORE_CODES, StoreCode
+from repo_builder.validate.rules import MODULES
 
 HEADER = """\
 # Validation rules
@@ -32,54 +37,83 @@ def _title(module: ModuleType) -> str:
     return first.rstrip(".")
 
 
+class ReportCode(Protocol):
+    """A code reported outside the rule registry (``LiveCode``, ``StoreCode``): the same four fields."""
+
+    code: str
+    rule: str
+    severity: Severity
+    doc: str
+
+
+@dataclass(frozen=True)
+class CodeGroup:
+    """Codes documented after the registry's rules: a section title and the table's severity note."""
+
+    title: str
+    note: str
+    codes: tuple[ReportCode, ...]
+
+
+def _code_groups() -> tuple[CodeGroup, ...]:
+    return (
+        CodeGroup(
+            "Object store checks (`validate s3://...`: what the store's publish record shows)",
+            "s3://",
+            _store_codes(),
+        ),
+        CodeGroup("Live checks (`validate --live`: what a real tritonserver says)", "`--live`", _live_codes()),
+    )
+
+
+def _row(code: str, name: str, severity: str) -> str:
+    anchor = f"{code}-{name}".lower()
+    return f"| [{code}](#{anchor}) | `{name}` | {severity} |"
+
+
+def _section(title: str, entries: list[tuple[str, str, str, str]]) -> list[str]:
+    """``## title`` and one ``### CODE name`` per (code, name, severity line, doc)."""
+    out = ["", f"## {title}"]
+    for code, name, severity, doc in entries:
+        out.extend(["", f"### {code} {name}", "", severity, "", _markdown(doc)])
+    return out
+
+
 def render_rules(modules: tuple[ModuleType, ...] | None = None) -> str:
     """The whole ``docs/rules.md`` text."""
     if modules is None:
-        from repo_builder.validate.rules import MODULES
-
         modules = MODULES
     groups: list[tuple[ModuleType, tuple[Rule, ...]]] = [(m, tuple(m.RULES)) for m in modules]
+    extra = _code_groups()
     out = [HEADER, "| code | name | severity |", "| --- | --- | --- |"]
     for _module, rules in groups:
         for r in rules:
-            anchor = f"{r.code}-{r.name}".lower()
-            out.append(f"| [{r.code}](#{anchor}) | `{r.name}` | {r.severity.value} |")
-    for c in _live_codes():
-        anchor = f"{c.code}-{c.rule}".lower()
-        out.append(f"| [{c.code}](#{anchor}) | `{c.rule}` | {c.severity.value} (`--live`) |")
+            out.append(_row(r.code, r.name, r.severity.value))
+    for group in extra:
+        for c in group.codes:
+            out.append(_row(c.code, c.rule, f"{c.severity.value} ({group.note})"))
     for module, rules in groups:
-        if not rules:
-            continue
-        out.append("")
-        out.append(f"## {_title(module)}")
-        for r in rules:
-            out.append("")
-            out.append(f"### {r.code} {r.name}")
-            out.append("")
-            out.append(f"Severity: **{r.severity.value}**" + (" (ensembles, judged after their members)" if r.ensemble_only else ""))
-            out.append("")
-            out.append(_markdown(r.doc))
-    live = _live_codes()
-    if live:
-        out.append("")
-        out.append("## Live checks (`validate --live`: what a real tritonserver says)")
-        for c in live:
-            out.append("")
-            out.append(f"### {c.code} {c.rule}")
-            out.append("")
-            out.append(f"Severity: **{c.severity.value}**")
-            out.append("")
-            out.append(_markdown(c.doc))
+        if rules:
+            ensemble = " (ensembles, judged after their members)"
+            entries = [
+                (r.code, r.name, f"Severity: **{r.severity.value}**" + (ensemble if r.ensemble_only else ""), r.doc)
+                for r in rules
+            ]
+            out.extend(_section(_title(module), entries))
+    for group in extra:
+        if group.codes:
+            out.extend(_section(group.title, [(c.code, c.rule, f"Severity: **{c.severity.value}**", c.doc) for c in group.codes]))
     return "\n".join(out) + "\n"
 
 
-def _live_codes() -> tuple:
-    """The codes ``validate --live`` adds (``repo_builder.validate.live.LIVE_CODES``), when that module exists."""
-    try:
-        from repo_builder.validate.live import LIVE_CODES
-    except ImportError:
-        return ()
+def _live_codes() -> tuple[LiveCode, ...]:
+    """The codes ``validate --live`` adds (``repo_builder.validate.live_codes.LIVE_CODES``)."""
     return tuple(LIVE_CODES)
+
+
+def _store_codes() -> tuple[StoreCode, ...]:
+    """The codes an ``s3://`` repository's publish record adds (``repo_builder.validate.remote.STORE_CODES``)."""
+    return tuple(STORE_CODES)
 
 
 def main() -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repo_builder.validate.analysis.positions import finding_position
+from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.records import (
     Diagnostic,
     Finding,
@@ -15,31 +17,46 @@ from repo_builder.validate.records import (
     ValidateOptions,
 )
 from repo_builder.validate.report import ModelSummary, Report
+from repo_builder.validate.rules import RULES
 from repo_builder.validate.scan import scan_repository
 
 
-def _relative(path: Path | str | None, model: ModelEntry, root: Path) -> str:
-    target = Path(path) if path is not None else (model.config_path if model.has_config_file else model.path)
+def _relative(path: Path | str | None, model: ModelEntry | None, root: Path) -> str:
+    if path is None:
+        target = root if model is None else (model.config_path if model.has_config_file else model.path)
+    else:
+        target = Path(path)
     if not target.is_absolute():
-        target = model.path / target
+        target = (root if model is None else model.path) / target
     try:
         return str(target.relative_to(root))
     except ValueError:
         return str(target)
 
 
-def _diagnostic(rule: Rule, f: Finding, model: ModelEntry, root: Path) -> Diagnostic:
+def _position(rule: Rule, f: Finding, model: ModelEntry | None) -> tuple[int | None, int | None]:
+    """Line and column: the finding's own, else where its config field is written in config.pbtxt."""
+    if f.line is not None or model is None or model.config_text is None:
+        return f.line, f.column
+    if f.path is not None and Path(f.path) != model.config_path:
+        return None, None
+    found = finding_position(model.config_text, f.message, f.field or rule.field)
+    return found if found is not None else (None, None)
+
+
+def _diagnostic(rule: Rule, f: Finding, model: ModelEntry | None, root: Path) -> Diagnostic:
+    line, column = _position(rule, f, model)
     return Diagnostic(
         code=rule.code,
         rule=rule.name,
         severity=f.severity or rule.severity,
         message=f.message,
         path=_relative(f.path, model, root),
-        model=model.name,
+        model=model.name if model is not None else None,
         version=f.version,
         hint=f.hint,
-        line=f.line,
-        column=f.column,
+        line=line,
+        column=column if line is not None else None,
     )
 
 
@@ -64,40 +81,41 @@ def judging_order(repository: Repository) -> list[ModelEntry]:
     return ordered
 
 
-def check_repository(repository: Repository, options: ValidateOptions | None = None, rules: tuple[Rule, ...] | None = None) -> Report:
-    """Judge a scanned repository: members first, then ensembles, which see their members' verdicts."""
-    if rules is None:
-        from repo_builder.validate.rules import RULES
+def _summary(model: ModelEntry, refused: dict[str, bool]) -> ModelSummary:
+    # The platform as Triton resolves it (from the files too), so a config-less model is not shown as "-".
+    platform = None if model.problem is not None else resolve_backend(model).shown
+    return ModelSummary(name=model.name, ok=not refused[model.name], versions=model.version_numbers, platform=platform)
 
-        rules = RULES
+
+def check_repository(repository: Repository, options: ValidateOptions | None = None, rules: tuple[Rule, ...] | None = None) -> Report:
+    """Judge a scanned repository: the repository as a whole, then members, then ensembles, which see
+    their members' verdicts."""
+    rules = RULES if rules is None else rules
     options = options or ValidateOptions()
-    diagnostics: list[Diagnostic] = []
     refused: dict[str, bool] = {}
     ctx = RuleContext(repository, options, refused)
     root = repository.root
+    diagnostics: list[Diagnostic] = [
+        _diagnostic(r, f, None, root) for r in rules if r.repository_level for f in r.check(ctx)
+    ]
     # About 55 rules per model and most find nothing: the loop stays lean, a Diagnostic is built only
     # for an actual finding.
-    every = tuple((r, r.check) for r in rules)
+    every = tuple((r, r.check) for r in rules if not r.repository_level)
     plain = tuple((r, check) for r, check in every if not r.ensemble_only)
-    for model in judging_order(repository):
+    # A folder that is not a repository (a model folder, an export): its subfolders are no models, and
+    # judging them would only bury the one diagnostic that says what to pass instead.
+    wrong_folder = any(d.severity == Severity.ERROR for d in diagnostics)
+    for model in () if wrong_folder else judging_order(repository):
         found: list[Diagnostic] = []
         for r, check in every if model.is_ensemble else plain:
             for f in check(model, ctx):
                 found.append(_diagnostic(r, f, model, root))
         refused[model.name] = any(d.severity == Severity.ERROR for d in found)
         diagnostics.extend(found)
-    summaries = tuple(
-        ModelSummary(
-            name=m.name,
-            ok=not refused[m.name],
-            versions=m.version_numbers,
-            platform=(m.config.platform or m.config.backend or None) if m.config is not None else None,
-        )
-        for m in repository.models
-    )
+    summaries = tuple(_summary(m, refused) for m in repository.models) if not wrong_folder else ()
     order = {m.name: i for i, m in enumerate(repository.models)}
     diagnostics.sort(key=lambda d: (order.get(d.model or "", -1), d.code))
-    return Report(repository=repository, diagnostics=tuple(diagnostics), models=summaries)
+    return Report(repository=repository, diagnostics=tuple(diagnostics), models=summaries, target=options.target)
 
 
 def validate_repository(location: str | Path, options: ValidateOptions | None = None) -> Report:

@@ -6,12 +6,14 @@ open ONNX or plan files).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from repo_builder.compat import StrEnum
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -50,6 +52,7 @@ class Finding:
     severity: Severity | None = None  # overrides the rule's default when set
     line: int | None = None
     column: int | None = None
+    field: str | None = None  # the config field it is about (for its line), when not the rule's own
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,8 @@ class FileEntry:
     name: str
     is_dir: bool
     size: int | None = None
-    escapes: bool = False  # a symlink that leaves the repository
+    escapes: bool = False  # a symlink that leaves the repository: never read, never listed
+    broken: bool = False  # a symlink inside the repository whose target is missing
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,7 @@ class Repository:
     models: tuple[ModelEntry, ...]
     location: str = ""  # what the user named (a local path or an s3:// URL)
     problems: tuple[str, ...] = ()  # repository-level problems found while scanning
+    files: tuple[FileEntry, ...] = ()  # plain files at the root (Triton ignores them; the manifest lives here)
 
     @cached_property
     def _by_name(self) -> dict[str, ModelEntry]:
@@ -142,12 +147,26 @@ class Repository:
         return self._by_name.get(name)
 
 
+GPU_TARGET = "GPU server, all standard backends"
+CPU_TARGET = "CPU-only server, all standard backends"
+
+
 @dataclass(frozen=True)
 class ValidateOptions:
+    """How to judge. The deploy target, not the machine validate runs on, decides device questions:
+    by default a server with GPUs and every standard backend; ``gpu_present=False`` (``--no-gpu``)
+    for a CPU fleet."""
+
     strict: bool = False  # Triton's --disable-auto-complete-config
     triton_release: str | None = None  # e.g. "24.08", for TensorRT version checks
+    tensorrt_version: str | None = None  # e.g. "10.3.0": what plans must match; wins over triton_release
     allow_pending: bool = False  # TensorRT plans still to be compiled are warnings, not errors
-    gpu_present: bool = False  # KIND_GPU instance groups load only with a GPU
+    gpu_present: bool = True  # the deploy target has GPUs (KIND_GPU groups load only there)
+
+    @property
+    def target(self) -> str:
+        """The deploy target in words, for the report's first line and its JSON (``target``)."""
+        return GPU_TARGET if self.gpu_present else CPU_TARGET
 
 
 @dataclass(frozen=True)
@@ -178,16 +197,37 @@ class Rule:
     check: CheckFn
     doc: str
     ensemble_only: bool = False  # run after every non-ensemble model has been judged
+    field: str | None = None  # the config.pbtxt field its findings point at (their line and column)
+    repository_level: bool = False  # ``check`` is a RepositoryCheckFn, run once per repository
 
 
-def rule(code: str, name: str, severity: Severity = Severity.ERROR, *, ensemble_only: bool = False) -> Callable[[CheckFn], Rule]:
+RepositoryCheckFn = Callable[[RuleContext], Iterable[Finding]]
+
+
+def rule(
+    code: str,
+    name: str,
+    severity: Severity = Severity.ERROR,
+    *,
+    ensemble_only: bool = False,
+    field: str | None = None,
+) -> Callable[[CheckFn], Rule]:
     """Decorator turning a check function into a ``Rule``; the function's docstring is its documentation."""
 
     def wrap(fn: CheckFn) -> Rule:
         if not fn.__doc__:
             raise TypeError(f"rule {code} ({name}) needs a docstring: it is the rule's documentation")
-        import inspect
+        return Rule(code, name, severity, fn, inspect.cleandoc(fn.__doc__), ensemble_only, field)
 
-        return Rule(code, name, severity, fn, inspect.cleandoc(fn.__doc__), ensemble_only)
+    return wrap
+
+
+def repository_rule(code: str, name: str, severity: Severity = Severity.ERROR) -> Callable[[RepositoryCheckFn], Rule]:
+    """Like ``rule`` for a check of the repository as a whole (its findings name no model)."""
+
+    def wrap(fn: RepositoryCheckFn) -> Rule:
+        if not fn.__doc__:
+            raise TypeError(f"rule {code} ({name}) needs a docstring: it is the rule's documentation")
+        return Rule(code, name, severity, fn, inspect.cleandoc(fn.__doc__), repository_level=True)  # type: ignore[arg-type]
 
     return wrap

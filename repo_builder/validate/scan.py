@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import types
 from pathlib import Path
 from typing import Any
 
+from repo_builder.errors import UserError
+from repo_builder.triton_layout import CONFIG_FILE, SKIPPED_VERSION_FOLDERS
+from repo_builder.validate.analysis.files import UnsafeFile, read_bounded, resolves_inside
 from repo_builder.validate.records import FileEntry, ModelEntry, Repository, VersionDir
 
-CONFIG_FILE = "config.pbtxt"
-# Bigger than any real config by orders of magnitude; reading more would only stall a CI gate.
-MAX_CONFIG_BYTES = 8 * 1024 * 1024
-# Folders Triton keeps beside version folders and never treats as versions.
-RESERVED_DIRS = frozenset({"warmup", "initial_state", "configs"})
+__all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "import_pb2", "parse_version_name", "read_config", "scan_repository"]
+
+# Triton sets no size limit of its own: core reads the whole file into a string and hands it to
+# protobuf's text parser (model_config_utils.cc, ReadTextProto), which stops near 2 GiB. Configs with
+# thousands of inline labels or warmup values reach tens of MB; 64 MiB keeps every realistic config and
+# still bounds what one file can cost a CI gate.
+MAX_CONFIG_BYTES = 64 * 1024 * 1024
+RESERVED_DIRS = SKIPPED_VERSION_FOLDERS  # the older name, kept for callers
 
 
 def parse_version_name(name: str) -> tuple[int | None, str | None]:
@@ -50,15 +55,20 @@ def _entry(entry: os.DirEntry[str], root: Path) -> FileEntry:
         is_link = entry.is_symlink()
         is_dir = entry.is_dir()  # follows links, as Triton does
         size = None if is_dir else entry.stat().st_size  # raises for a dangling link
-    except OSError:
-        return FileEntry(name, is_dir=False, size=None, escapes=is_link)
-    escapes = False
-    if is_link:
-        try:
-            Path(entry.path).resolve().relative_to(root)
-        except (ValueError, OSError):
-            escapes = True
-    return FileEntry(name, is_dir=is_dir, size=size, escapes=escapes)
+    except OSError:  # a dangling link (or a loop): escaping when its target would lie outside
+        escapes = is_link and not _target_inside(entry.path, root)
+        return FileEntry(name, is_dir=False, size=None, escapes=escapes, broken=is_link and not escapes)
+    escapes = is_link and not resolves_inside(Path(entry.path), root)
+    return FileEntry(name, is_dir=is_dir, size=None if escapes else size, escapes=escapes)
+
+
+def _target_inside(link: str, root: Path) -> bool:
+    """Whether a link that cannot be resolved (dangling, a loop) names a place inside ``root``."""
+    try:
+        target = os.path.normpath(os.path.join(os.path.dirname(link), os.readlink(link)))
+    except (OSError, ValueError):
+        return False
+    return Path(target).is_relative_to(root)
 
 
 def _list(path: Path, root: Path) -> tuple[tuple[FileEntry, ...], str | None]:
@@ -145,25 +155,21 @@ def import_pb2(qualified_name: str) -> Any:
     return module
 
 
-def read_config(path: Path) -> tuple[object | None, str | None, str | None, int | None, int | None]:
-    """Parse ``config.pbtxt`` with Triton's own proto: (config, text, problem, line, column)."""
+def read_config(
+    path: Path, root: Path | None = None
+) -> tuple[object | None, str | None, str | None, int | None, int | None]:
+    """Parse ``config.pbtxt`` with Triton's own proto: (config, text, problem, line, column).
+
+    Only a regular file inside ``root`` (default: the repository holding the model folder) is read,
+    and at most ``MAX_CONFIG_BYTES`` of it; a problem never quotes a link's target.
+    """
     from google.protobuf import text_format
 
     model_config_pb2 = import_pb2("tritonclient.grpc.model_config_pb2")
-
     try:
-        st = os.stat(path)  # os rather than pathlib: this runs once per model, pathlib's wrappers add up
-        if stat.S_ISDIR(st.st_mode):
-            return None, None, f"{CONFIG_FILE} is a folder, not a file", None, None
-        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read forever, a device never end
-            return None, None, f"{CONFIG_FILE} is not a regular file (a pipe or a device?)", None, None
-        size = st.st_size
-        if size > MAX_CONFIG_BYTES:
-            return None, None, f"{CONFIG_FILE} is {size} bytes, over the {MAX_CONFIG_BYTES}-byte limit; is it really a model config?", None, None
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        return None, None, f"cannot read {CONFIG_FILE}: {exc.strerror or exc}", None, None
+        raw = read_bounded(path, root if root is not None else path.parent.parent, MAX_CONFIG_BYTES, CONFIG_FILE)
+    except UnsafeFile as exc:
+        return None, None, str(exc), None, None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -172,9 +178,7 @@ def read_config(path: Path) -> tuple[object | None, str | None, str | None, int 
     try:
         text_format.Parse(text, config)
     except text_format.ParseError as exc:
-        line, column = exc.GetLine(), exc.GetColumn()
-        message = str(exc)
-        return None, text, f"failed to parse {CONFIG_FILE}: {message}", line, column
+        return None, text, f"failed to parse {CONFIG_FILE}: {exc}", exc.GetLine(), exc.GetColumn()
     except Exception as exc:
         return None, text, f"failed to parse {CONFIG_FILE}: {exc}", None, None
     return config, text, None, None, None
@@ -185,10 +189,10 @@ ConfigResult = tuple[Any, str | None, str | None, int | None, int | None]
 PARALLEL_MIN_CONFIGS = 200
 
 
-def _parse_in_child(paths: list[Path]) -> list[tuple[bytes | None, str | None, str | None, int | None, int | None]]:
+def _parse_in_child(paths: list[Path], root: Path) -> list[tuple[bytes | None, str | None, str | None, int | None, int | None]]:
     out = []
     for path in paths:
-        config, text, problem, line, column = read_config(path)
+        config, text, problem, line, column = read_config(path, root)
         out.append((config.SerializeToString() if config is not None else None, text, problem, line, column))
     return out
 
@@ -249,7 +253,7 @@ class _ChildParse:
             status = 1
             try:
                 os.close(read_fd)
-                data = marshal.dumps(_parse_in_child(paths))
+                data = marshal.dumps(_parse_in_child(paths, paths[0].parent.parent))
                 with os.fdopen(write_fd, "wb") as fh:
                     fh.write(data)
                 status = 0
@@ -300,6 +304,23 @@ class _ChildParse:
                 return -1
 
 
+def _versions(path: Path, root: Path, files: tuple[FileEntry, ...]) -> tuple[VersionDir, ...]:
+    versions: list[VersionDir] = []
+    for f in files:
+        if not f.is_dir:
+            continue
+        number, ignored = parse_version_name(f.name)
+        vpath = path / f.name  # pathlib joins are a good part of a scan: one per folder
+        # A version folder linking out of the repository is never listed (RB103 reports the link).
+        vfiles, vproblem = ((), None) if f.escapes else _list(vpath, root)
+        versions.append(VersionDir(f.name, vpath, number, ignored or vproblem, vfiles))
+    return tuple(versions)
+
+
+def _escapes(path: Path, root: Path) -> bool:
+    return path.is_symlink() and not resolves_inside(path, root)
+
+
 def scan_model(
     path: Path,
     root: Path,
@@ -310,30 +331,27 @@ def scan_model(
     config_path: Path | None = None,
 ) -> ModelEntry:
     """Scan one model folder (``listing``, ``config_result``, whether the folder is a symlink that
-    ``escapes`` the repository and its ``config_path`` when the caller already has them)."""
+    ``escapes`` the repository and its ``config_path`` when the caller already has them).
+
+    A model folder that links out of the repository is neither listed nor read: nothing of what it
+    points at reaches a report.
+    """
     name = path.name
     if config_path is None:
         config_path = path / CONFIG_FILE
+    if escapes is None:
+        escapes = _escapes(path, root)
+    if escapes:
+        problem = f"model folder '{name}' is a symlink that leaves the repository; validate does not follow it"
+        return ModelEntry(name=name, path=path, config_path=config_path, config=None, problem=problem)
     files, problem = listing if listing is not None else _list(path, root)
-    if escapes is None and problem is None and path.is_symlink():
-        try:
-            path.resolve().relative_to(root)
-        except (ValueError, OSError):
-            escapes = True
-    if problem is None and escapes:
-        problem = f"model folder '{name}' is a symlink that leaves the repository"
     config = text = cproblem = None
     line = column = None
-    if any(f.name == CONFIG_FILE for f in files):
-        config, text, cproblem, line, column = config_result if config_result is not None else read_config(config_path)
-    versions: list[VersionDir] = []
-    for f in files:
-        if not f.is_dir:
-            continue
-        number, ignored = parse_version_name(f.name)
-        vpath = path / f.name  # pathlib joins are a good part of a scan: one per folder
-        vfiles, vproblem = _list(vpath, root)
-        versions.append(VersionDir(f.name, vpath, number, ignored or vproblem, vfiles))
+    entry = next((f for f in files if f.name == CONFIG_FILE), None)
+    if entry is not None and entry.escapes:
+        cproblem = f"{CONFIG_FILE} is a symlink that leaves the repository; not read"
+    elif entry is not None:
+        config, text, cproblem, line, column = config_result if config_result is not None else read_config(config_path, root)
     return ModelEntry(
         name=name,
         path=path,
@@ -343,7 +361,7 @@ def scan_model(
         config_problem=cproblem,
         config_line=line,
         config_column=column,
-        versions=tuple(versions),
+        versions=_versions(path, root, files),
         files=files,
         problem=problem,
     )
@@ -351,8 +369,6 @@ def scan_model(
 
 def scan_repository(location: str | Path) -> Repository:
     """Scan a local repository folder. Raises ``UserError`` if it is not a readable folder."""
-    from repo_builder.errors import UserError
-
     root = Path(location)
     if not root.exists():
         raise UserError(f"{root}: no such folder; pass the model repository's path")
@@ -374,11 +390,11 @@ def scan_repository(location: str | Path) -> Repository:
     if len(folders) >= PARALLEL_MIN_CONFIGS and _can_fork():
         child = _ChildParse.start(config_paths[split:])
     try:
-        listings = [_list(folder, root) for folder in folders]
+        listings = [((), None) if e.escapes else _list(folder, root) for e, folder in zip(dirs, folders, strict=True)]
         has_config = [any(f.name == CONFIG_FILE for f in files) for files, _ in listings]
         own = config_paths[:split] if child is not None else config_paths
         configs: list[ConfigResult | None] = [
-            read_config(path) if present else None for path, present in zip(own, has_config[: len(own)], strict=True)
+            read_config(path, root) if present else None for path, present in zip(own, has_config[: len(own)], strict=True)
         ]
     except BaseException:
         if child is not None:
@@ -388,7 +404,7 @@ def scan_repository(location: str | Path) -> Repository:
         second = child.result()
         if second is None:  # the child failed: parse its share here
             second = [
-                read_config(path) if present else None
+                read_config(path, root) if present else None
                 for path, present in zip(config_paths[split:], has_config[split:], strict=True)
             ]
         configs.extend(c if present else None for c, present in zip(second, has_config[split:], strict=True))
@@ -396,4 +412,5 @@ def scan_repository(location: str | Path) -> Repository:
         scan_model(folder, root, listing, config, escapes=e.escapes, config_path=config_path)
         for e, folder, listing, config, config_path in zip(dirs, folders, listings, configs, config_paths, strict=True)
     )
-    return Repository(root=root, models=models, location=str(location))
+    files = tuple(e for e in entries if not e.is_dir)
+    return Repository(root=root, models=models, location=str(location), files=files)

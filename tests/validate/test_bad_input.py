@@ -19,11 +19,11 @@ from validate_repo_helpers import (
     validate,
 )
 
+from repo_builder.validate.analysis.onnx_graph import OnnxReadError, parse_onnx_signature
+from repo_builder.validate.analysis.python_source import check_python_source
 from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
 from repo_builder.validate.reporters import render_report
-from repo_builder.validate.rules.onnx_io import OnnxReadError, parse_onnx_signature
-from repo_builder.validate.rules.platform import check_python_source
 from repo_builder.validate.scan import MAX_CONFIG_BYTES
 
 # BAD_INPUT_EXAMPLES=500 explores further than CI does.
@@ -99,7 +99,7 @@ def test_validate_never_raises_when_layout_is_random(models: dict) -> None:
 def test_validate_reports_huge_config_without_reading_it(repo: Path) -> None:
     model = make_model(repo, "m", None, {1: {"model.py": ADD_SUB_MODEL_PY}})
     with open(model / "config.pbtxt", "wb") as fh:
-        fh.truncate(50 * 1024 * 1024)  # sparse 50 MB
+        fh.truncate(MAX_CONFIG_BYTES + 1)  # sparse: no disk used
     assert os.path.getsize(model / "config.pbtxt") > MAX_CONFIG_BYTES
     report = validate(repo)
     assert codes(report, "m", Severity.ERROR)

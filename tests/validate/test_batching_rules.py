@@ -209,7 +209,7 @@ def test_instance_group_devices_fail_without_gpu_when_group_needs_one(
     tmp_path: Path, group: str, message: str
 ) -> None:
     python_model(tmp_path, "m", _group(group))
-    assert _messages(tmp_path, "RB306") == [message]
+    assert _messages(tmp_path, "RB306", gpu_present=False) == [message]
 
 
 def test_instance_group_devices_fail_when_gpu_id_is_negative(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -132,17 +134,101 @@ def test_validate_output_writes_report_file_and_summary_to_stderr(repo: Path, tm
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report")] == []  # no staging leftovers
 
 
-def test_validate_output_exits_2_when_folder_missing(repo: Path, tmp_path: Path) -> None:
-    assert main(["validate", str(repo), "--output", str(tmp_path / "no" / "report.json")]) == 2
+def test_validate_output_creates_missing_folders_when_output_path_is_nested(repo: Path, tmp_path: Path) -> None:
+    make_add_sub(repo)
+    out = tmp_path / "no" / "such" / "report.json"
+    assert main(["validate", str(repo), "--format", "json", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["ok"] is True
 
 
-def test_validate_live_fails_cleanly_when_live_module_missing(
+def test_validate_report_file_gets_umask_permissions_when_written(repo: Path, tmp_path: Path) -> None:
+    make_add_sub(repo)
+    out = tmp_path / "report.json"
+    old = os.umask(0o022)
+    try:
+        assert main(["validate", str(repo), "--format", f"json={out}"]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644  # not mkstemp's 0600: a CI upload step may run as another user
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "read-only"])
+def test_validate_output_exits_2_with_one_line_when_folder_cannot_be_written(repo: Path, tmp_path: Path, where: str) -> None:
+    make_add_sub(repo)
+    if where == "under-a-file":
+        (tmp_path / "file").write_text("")
+        out = tmp_path / "file" / "sub" / "report.json"
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        if os.access(locked, os.W_OK):  # root ignores the mode bits
+            locked = Path("/proc/self")  # no one can create files here
+        out = locked / "report.json"
+    result = run(str(repo), "--output", str(out))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert str(out) in result.stderr and result.stdout == ""
+
+
+def test_validate_writes_every_format_in_one_run_when_format_given_several_times(repo: Path, tmp_path: Path) -> None:
+    make_model(repo, "m", 'backend: "python"\n', {1: {}})
+    sarif, junit, doc = tmp_path / "out" / "results.sarif", tmp_path / "out" / "j.xml", tmp_path / "r.json"
+    result = run(str(repo), "--format", "text", "--format", f"sarif={sarif}", "--format", f"junit={junit}", "--format", f"json={doc}")
+    assert result.returncode == 1
+    assert result.stdout.startswith("repository ") and "RB405" in result.stdout
+    assert json.loads(sarif.read_text())["runs"][0]["results"][0]["ruleId"] == "RB405"
+    assert junit.read_text().startswith('<?xml version="1.0"')
+    assert json.loads(doc.read_text())["ok"] is False
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--format", "json", "--format", "text"),  # two to stdout
+        ("--format", "xml=out.xml"),
+        ("--format", "json="),
+        ("--format", "json=a.json", "--format", "junit=a.json"),
+        ("--format", "json=a.json", "--output", "b.json"),
+        ("-q", "-v"),
+    ],
+)
+def test_validate_exits_2_when_format_options_conflict(repo: Path, args: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(repo), *args]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_validate_json_ok_agrees_with_exit_code_when_fail_on_warning(repo: Path) -> None:
+    make_add_sub(repo)
+    (repo / "add_sub" / "01").mkdir()
+    result = run(str(repo), "--format", "json", "--fail-on", "warning")
+    assert result.returncode == 1 and json.loads(result.stdout)["ok"] is False
+
+
+def test_validate_offers_a_reporter_when_it_is_added_to_the_registry(
     repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from repo_builder.validate import reporters
+
     make_add_sub(repo)
-    monkeypatch.setitem(sys.modules, "repo_builder.validate.live", None)  # as if the module did not exist
-    assert main(["validate", str(repo), "--live"]) == 2
-    assert "--live is not available" in capsys.readouterr().err
+    fake = reporters.Reporter("count", lambda report, settings: f"{len(report.models)} model(s)\n", "a test reporter")
+    monkeypatch.setitem(reporters.REPORTERS, "count", fake)
+    assert main(["validate", str(repo), "--format", "count"]) == 0
+    assert capsys.readouterr().out == "1 model(s)\n"
+
+
+def test_validate_quiet_prints_only_summary_when_repository_is_clean(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_add_sub(repo)
+    assert main(["validate", str(repo), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "add_sub" not in out and out.splitlines()[-1].startswith("OK: 1 model(s)")
+
+
+def test_validate_judges_for_a_gpu_server_when_gpu_option_not_given(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = 'backend: "python"\ninstance_group [{ kind: KIND_GPU }]\n'
+    make_model(repo, "m", config, {1: {"model.py": ADD_SUB_MODEL_PY}})
+    assert main(["validate", str(repo)]) == 0  # the verdict does not depend on the CI runner's GPUs
+    capsys.readouterr()
 
 
 def test_validate_github_format_prints_annotations(repo: Path) -> None:
@@ -158,8 +244,9 @@ def test_validate_live_adds_server_verdict_per_model(repo: Path) -> None:
     make_add_sub(repo)
     result = run(str(repo), "--live", "--format", "json", "--load-timeout", "60")
     assert result.returncode == 0, result.stdout + result.stderr
-    model = json.loads(result.stdout)["models"][0]
-    assert model["live"]["loaded"] is True
+    doc = json.loads(result.stdout)
+    assert doc["models"][0]["live"]["loaded"] is True
+    assert doc["target"].startswith("this machine (")  # --live judges this machine, and says so
 
 
 def test_validate_never_imports_grpc_and_leaves_the_grpc_client_usable(repo: Path) -> None:
@@ -183,15 +270,11 @@ assert again is model_config_pb2
     assert done.returncode == 0, done.stderr
 
 
-def test_validate_live_refused_for_object_store_paths() -> None:
-    assert main(["validate", "s3://bucket/models", "--live"]) == 2
-
-
 @pytest.mark.parametrize("enabled_before", [True, False])
 def test_cycle_collector_paused_restores_collector_state_when_block_raises(enabled_before: bool) -> None:
     import gc
 
-    from repo_builder.cli.validate import cycle_collector_paused
+    from repo_builder.validate.location import cycle_collector_paused
 
     was = gc.isenabled()
     (gc.enable if enabled_before else gc.disable)()
@@ -202,3 +285,55 @@ def test_cycle_collector_paused_restores_collector_state_when_block_raises(enabl
         assert gc.isenabled() is enabled_before
     finally:
         (gc.enable if was else gc.disable)()
+
+
+TENSORRT_CONFIG = '''name: "engine"
+platform: "tensorrt_plan"
+max_batch_size: 0
+input [{ name: "x" data_type: TYPE_FP32 dims: [4] }]
+output [{ name: "y" data_type: TYPE_FP32 dims: [4] }]
+instance_group [{ kind: KIND_GPU count: 1 }]
+'''
+
+
+def make_tensorrt_repository(root: Path, built_with: str) -> Path:
+    """One TensorRT model whose plan.json says which TensorRT built its plan."""
+    sidecar = {"format": 1, "plans": {"model.plan": {"tensorrt_version": built_with, "compute_capability": "8.6"}}}
+    make_model(root, "engine", TENSORRT_CONFIG, {1: {"model.plan": b"engine bytes", "plan.json": json.dumps(sidecar)}})
+    return root
+
+
+@pytest.mark.parametrize(
+    ("release", "needle"),
+    [("26.01", "not in the TensorRT version table"), ("banana", "is not a release like 24.08"), ("25.07", "no Triton py3 container")],
+)
+def test_validate_exits_2_listing_known_releases_when_triton_release_is_bad(
+    repo: Path, release: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["validate", str(repo), "--triton-release", release, "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.startswith("error: --triton-release") and captured.err.count("\n") == 1, captured.err
+    assert needle in captured.err and "known: 23.01 .. 25.10" in captured.err
+
+
+def test_validate_exits_2_with_one_line_when_tensorrt_version_is_malformed(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", str(repo), "--tensorrt-version", "ten"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == "error: --tensorrt-version 'ten' is not a version like 10.3.0\n"
+
+
+def _rb707(args: list[str], capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    main(["validate", *args, "--format", "json"])
+    return [d for d in json.loads(capsys.readouterr().out)["diagnostics"] if d["code"] == "RB707"]
+
+
+def test_validate_tensorrt_version_overrides_release_when_plan_matches_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(make_tensorrt_repository(tmp_path / "r", built_with="10.5.0.18"))
+    found = _rb707([root, "--triton-release", "24.8"], capsys)  # normalized to 24.08, which ships 10.3.0
+    assert len(found) == 1 and "Triton 24.08 ships TensorRT 10.3.0" in str(found[0]["message"])
+    assert _rb707([root, "--tensorrt-version", "10.5.0"], capsys) == []
+    # The override is the way to target a release the table does not know.
+    assert _rb707([root, "--triton-release", "26.01", "--tensorrt-version", "10.5.0"], capsys) == []
+    found = _rb707([root, "--tensorrt-version", "10.3.0"], capsys)
+    assert len(found) == 1 and "the serving Triton ships TensorRT 10.3.0" in str(found[0]["message"])

@@ -47,11 +47,27 @@ def test_io_fields_fail_by_default_when_backend_fills_in_nothing(tmp_path: Path)
 
 
 def test_io_fields_note_needs_model_file_when_backend_autocompletes(tmp_path: Path) -> None:
-    write_model(tmp_path, "m", 'name: "m"\nbackend: "onnxruntime"\ninput [ { name: "x" dims: [ 4 ] } ]\n')
+    write_model(tmp_path, "m", 'name: "m"\nbackend: "tensorrt"\ninput [ { name: "x" dims: [ 4 ] } ]\n')
     [d] = found(validate(tmp_path), "RB202")
     assert d.severity == Severity.INFO
     assert "needs the model file" in d.message
     assert found(validate(tmp_path, strict=True), "RB202")[0].severity == Severity.ERROR
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        'backend: "onnxruntime"',  # fills inputs only when the config declares none (onnxruntime.cc input_cnt == 0)
+        'platform: "tensorflow_graphdef"',  # GraphDef auto-completes nothing
+        'backend: "pytorch"',
+    ],
+)
+def test_io_fields_fail_when_backend_does_not_fill_declared_tensors(tmp_path: Path, head: str) -> None:
+    write_model(tmp_path, "m", f'name: "m"\n{head}\ninput [ {{ name: "x" dims: [ 4 ] }} ]\n')
+    [d] = found(validate(tmp_path), "RB202")
+    assert d.severity == Severity.ERROR
+    assert d.message == "model input 'x' must specify 'data_type' for m"
+    assert d.line == 3 and d.column is not None  # points at the tensor in config.pbtxt
 
 
 def test_io_fields_pass_when_declared(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from validate_repo_helpers import (
     validate,
 )
 
+from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.records import Severity
-from repo_builder.validate.rules.layout import versions_to_load
 from repo_builder.validate.scan import scan_repository
 
 PY = 'backend: "python"\n'
@@ -96,15 +96,15 @@ def test_folder_unreadable_flagged_when_scan_reports_unlistable_version(repo: Pa
     assert "RB102" not in codes(validate(repo))
 
 
-def test_symlink_leaves_repository_warned_when_model_file_links_outside(repo: Path, tmp_path: Path) -> None:
+def test_symlink_leaves_repository_refused_when_model_file_links_outside(repo: Path, tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere.py"
     outside.write_text(ADD_SUB_MODEL_PY)
     model = make_add_sub(repo)
     (model / "1" / "model.py").unlink()
     (model / "1" / "model.py").symlink_to(outside)
     report = validate(repo)
-    assert "RB103" in codes(report, "add_sub", Severity.WARNING)
-    assert report.ok
+    assert "RB103" in codes(report, "add_sub", Severity.ERROR)
+    assert not report.ok
 
 
 def test_symlink_leaves_repository_silent_when_link_stays_inside(repo: Path) -> None:

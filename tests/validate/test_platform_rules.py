@@ -15,8 +15,9 @@ from validate_repo_helpers import (
     validate,
 )
 
+from repo_builder.validate.analysis.python_source import check_python_source
+from repo_builder.validate.analysis.resolve import ResolvedBackend, resolve_backend
 from repo_builder.validate.records import Severity
-from repo_builder.validate.rules.platform import ResolvedBackend, check_python_source, resolve_backend
 from repo_builder.validate.scan import scan_repository
 
 IO = """max_batch_size: 0

@@ -114,3 +114,15 @@ def test_validate_s3_exits_2_with_one_line_when_bucket_missing(s3_endpoint: str,
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("error: s3://no-such-bucket/models") and err.count("\n") == 1
+
+
+def test_validate_s3_reads_triton_host_port_url_when_no_endpoint_is_given(
+    s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Triton's own form for an S3-compatible store: the endpoint is in the URL, no option needed.
+    _upload(s3_endpoint, "tritonform", _repository(tmp_path / "r", with_placeholder=True), "a/b")
+    url = f"s3://{s3_endpoint.removeprefix('http://')}/tritonform/a/b"
+    code = main(["validate", url, "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    assert {m["name"] for m in doc["models"]} == {"add_sub", "scale", "pipeline"}

@@ -13,7 +13,23 @@ from repo_builder.validate.rules import MODULES, RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 # Each module owns one hundred of codes.
-PREFIX = {"layout": "RB1", "config": "RB2", "batching": "RB3", "platform": "RB4", "ensemble": "RB5", "onnx_io": "RB6", "tensorrt": "RB7"}
+PREFIX = {
+    "repository": "RB0",
+    "layout": "RB1",
+    "versions": "RB1",
+    "config": "RB2",
+    "io": "RB2",
+    "warmup": "RB2",
+    "batching": "RB3",
+    "sequence": "RB3",
+    "instances": "RB3",
+    "platform": "RB4",
+    "model_files": "RB4",
+    "ensemble_wiring": "RB5",
+    "ensemble_types": "RB5",
+    "onnx_io": "RB6",
+    "tensorrt": "RB7",
+}
 
 
 def _test_sources() -> str:

@@ -1,13 +1,46 @@
 """The explicit rule registry: every rule module lists its rules in ``RULES``; this joins them in order.
 
-Ensemble rules run last (the engine judges members before the ensembles that use them).
+Ensemble rules run last (the engine judges members before the ensembles that use them). Repository-level
+rules (``repository.py``) run once per repository, before the models.
 """
 
 from __future__ import annotations
 
 from repo_builder.validate.records import Rule
-from repo_builder.validate.rules import batching, config, ensemble, layout, onnx_io, platform, tensorrt
+from repo_builder.validate.rules import (
+    batching,
+    config,
+    ensemble_types,
+    ensemble_wiring,
+    instances,
+    io,
+    layout,
+    model_files,
+    onnx_io,
+    platform,
+    repository,
+    sequence,
+    tensorrt,
+    versions,
+    warmup,
+)
 
-MODULES = (layout, config, batching, platform, onnx_io, tensorrt, ensemble)
+MODULES = (
+    repository,
+    layout,
+    versions,
+    config,
+    io,
+    warmup,
+    batching,
+    sequence,
+    instances,
+    platform,
+    model_files,
+    onnx_io,
+    tensorrt,
+    ensemble_wiring,
+    ensemble_types,
+)
 
 RULES: tuple[Rule, ...] = tuple(r for module in MODULES for r in module.RULES)

@@ -1,7 +1,7 @@
 """Rules RB1xx: the repository's folders as Triton's model repository manager reads them.
 
-Every subfolder of the repository is a model, numeric subfolders of a model are its versions, and the
-version policy picks which of them load (core: ``model_repository_manager.cc``, ``model_lifecycle.cc``).
+Every subfolder of the repository is a model, hidden ones too (core: ``model_repository_manager.cc``).
+Version folders and the version policy are in versions.py.
 """
 
 from __future__ import annotations
@@ -9,54 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from repo_builder.validate.records import (
-    FileEntry,
-    Finding,
-    ModelEntry,
-    Rule,
-    RuleContext,
-    Severity,
-    VersionDir,
-    rule,
-)
-from repo_builder.validate.scan import CONFIG_FILE, RESERVED_DIRS
-
-
-def versions_to_load(model: ModelEntry) -> tuple[int, ...]:
-    """The versions Triton loads under the model's version policy (default: the latest one).
-
-    Mirrors core's ``VersionsToLoad``: a ``specific`` version without its folder is skipped, ``latest``
-    takes the ``num_versions`` greatest, a policy with no choice set means all. Many rules ask, so the
-    answer is kept on the model entry.
-    """
-    facts = model.facts
-    loaded = facts.get(_versions_to_load)
-    if loaded is None:
-        loaded = facts[_versions_to_load] = _versions_to_load(model)
-    return loaded
-
-
-def _versions_to_load(model: ModelEntry) -> tuple[int, ...]:
-    existing = sorted(set(model.version_numbers), reverse=True)
-    config = model.config
-    if config is None or not config.HasField("version_policy"):
-        return tuple(existing[:1])
-    policy = config.version_policy
-    choice = policy.WhichOneof("policy_choice")
-    if choice == "specific":
-        present = set(existing)
-        return tuple(sorted({v for v in policy.specific.versions if v in present}))
-    if choice == "latest":
-        return tuple(sorted(existing[: max(policy.latest.num_versions, 0)]))
-    return tuple(sorted(existing))
-
-
-def version_folder(model: ModelEntry, number: int) -> VersionDir | None:
-    """The folder backends read version ``number`` from: always ``str(number)``, whatever Triton parsed."""
-    for v in model.versions:
-        if v.name == str(number):
-            return v
-    return None
+from repo_builder.triton_layout import CONFIG_FILE
+from repo_builder.validate.analysis.autocomplete import python_io_autocompleted
+from repo_builder.validate.analysis.resolve import resolve_backend
+from repo_builder.validate.analysis.versions import is_unlistable, misplaced_config_hint
+from repo_builder.validate.records import FileEntry, Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
 
 def is_utf8(name: str) -> bool:
@@ -68,8 +25,6 @@ def is_utf8(name: str) -> bool:
     return True
 
 
-def _is_unlistable(problem: str | None) -> bool:
-    return problem is not None and problem.startswith("cannot list")
 
 
 @rule("RB101", "hidden-model-folder", Severity.WARNING)
@@ -114,7 +69,7 @@ def check_folder_unreadable(model: ModelEntry, ctx: RuleContext) -> Iterator[Fin
 
     Passes: ``models/add_sub/`` readable by that user.
     """
-    if _is_unlistable(model.problem):
+    if is_unlistable(model.problem):
         yield Finding(str(model.problem), path=model.path, hint="check the folder's permissions")
     for v in model.versions:
         if v.number is not None and v.ignored is not None:
@@ -126,40 +81,54 @@ def check_folder_unreadable(model: ModelEntry, ctx: RuleContext) -> Iterator[Fin
             )
 
 
-def _escaping(entries: tuple[FileEntry, ...], base: Path) -> Iterator[Path]:
+
+def _escaping(entries: tuple[FileEntry, ...], base: Path) -> Iterator[tuple[Path, FileEntry]]:
     for f in entries:
-        if f.escapes:
-            yield base / f.name
+        if f.escapes or f.broken:
+            yield base / f.name, f
 
 
-@rule("RB103", "symlink-leaves-repository", Severity.WARNING)
+def _link_finding(label: str, path: Path, entry: FileEntry, version: int | None) -> Finding:
+    if entry.escapes:
+        # Nothing of the target is printed: on an untrusted repository it may name a secret.
+        return Finding(
+            f"'{label}' is a symlink that leaves the repository; validate does not follow it",
+            path=path,
+            version=version,
+            hint="copy the file into the repository instead of linking to it",
+        )
+    return Finding(
+        f"'{label}' is a broken symlink",
+        path=path,
+        version=version,
+        severity=Severity.WARNING,
+        hint="remove the link or point it at a file inside the repository",
+    )
+
+
+@rule("RB103", "symlink-leaves-repository")
 def check_symlink_leaves_repository(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    """A symlink inside the repository that points outside it (or nowhere).
+    """A symlink inside the repository that points outside it (an error), or nowhere (a warning).
 
     Triton follows symlinks on a local disk, so this loads on the machine that made the link, but the
     link breaks as soon as the repository is copied, packed into an image or uploaded to an object
-    store: the model then fails to load elsewhere.
+    store. On an untrusted repository (a pull request) a link may point at a secret
+    (``config.pbtxt -> /proc/self/environ``): validate never reads through such a link and prints
+    nothing of its target. A link to a missing target inside the repository is a warning.
 
     Fails: ``models/resnet/1/model.onnx -> /home/me/exports/resnet.onnx``
 
     Passes: ``models/resnet/1/model.onnx`` as a regular file (or a link to a file inside the
     repository).
     """
-    if model.problem is not None and not _is_unlistable(model.problem):
+    if model.problem is not None and not is_unlistable(model.problem):
         yield Finding(str(model.problem), path=model.path, hint="copy the folder into the repository")
-    hint = "copy the file into the repository instead of linking to it"
-    for path in _escaping(model.files, model.path):
-        yield Finding(
-            f"'{path.name}' is a symlink that leaves the repository or is broken", path=path, hint=hint
-        )
+        return
+    for path, entry in _escaping(model.files, model.path):
+        yield _link_finding(path.name, path, entry, None)
     for v in model.versions:
-        for path in _escaping(v.files, v.path):
-            yield Finding(
-                f"'{v.name}/{path.name}' is a symlink that leaves the repository or is broken",
-                path=path,
-                version=v.number,
-                hint=hint,
-            )
+        for path, entry in _escaping(v.files, v.path):
+            yield _link_finding(f"{v.name}/{path.name}", path, entry, v.number)
 
 
 @rule("RB104", "non-utf8-name")
@@ -205,6 +174,8 @@ def check_config_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Findin
     the model file (ONNX Runtime, TensorRT, Python's ``auto_complete_config``): this is reported as
     information, and the backend is detected from the file names as Triton does (RB401 reports when it
     cannot be). Under ``--strict`` (Triton's ``--disable-auto-complete-config``) the config is required.
+    A ``config.pbtxt`` inside a version folder is never read: that is a warning (an error under
+    ``--strict``) saying where the file belongs.
 
     Fails (``--strict``)::
 
@@ -215,18 +186,25 @@ def check_config_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Findin
         models/densenet/config.pbtxt
         models/densenet/1/model.onnx
     """
-    if model.has_config_file or _is_unlistable(model.problem):
+    if model.has_config_file or is_unlistable(model.problem):
         return
     where = f"{model.name}/{CONFIG_FILE}"
+    misplaced = misplaced_config_hint(model)
     if ctx.options.strict:
         yield Finding(
             f"failed to open text file for read {where}: No such file or directory",
             path=model.path,
-            hint=f"write {where} (auto-complete is off under --strict)",
+            hint=misplaced or f"write {where} (auto-complete is off under --strict)",
         )
         return
-    from repo_builder.validate.rules.platform import resolve_backend
-
+    if misplaced:
+        yield Finding(
+            f"no {CONFIG_FILE} in the model folder; the one in a version folder is never read by Triton",
+            path=model.path,
+            severity=Severity.WARNING,
+            hint=misplaced,
+        )
+        return
     resolved = resolve_backend(model)
     if resolved.backend or resolved.platform:
         source = f" from {resolved.detected_from}" if resolved.detected_from else ""
@@ -241,8 +219,6 @@ def check_config_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Findin
 
 def _config_missing_hint(model: ModelEntry, backend: str | None) -> str:
     """What auto-complete can know: a Python model.py without ``auto_complete_config`` adds nothing."""
-    from repo_builder.validate.rules.config import python_io_autocompleted  # config.py imports this module
-
     if backend == "python" and not python_io_autocompleted(model):
         return (
             "model.py has no auto_complete_config, so the model has no inputs or outputs and max_batch_size 0; "
@@ -251,7 +227,7 @@ def _config_missing_hint(model: ModelEntry, backend: str | None) -> str:
     return "checks of inputs, outputs and batching need the model file; write a config to pin them"
 
 
-@rule("RB106", "model-name-mismatch")
+@rule("RB106", "model-name-mismatch", field="name")
 def check_model_name_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """The config's ``name`` differs from the model folder's name.
 
@@ -270,126 +246,6 @@ def check_model_name_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterator[F
         )
 
 
-@rule("RB107", "version-folder-ignored", Severity.WARNING)
-def check_version_folder_ignored(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    """A subfolder of a model that Triton silently skips as a version.
-
-    Names with a leading zero (``01``, ``007``) and names that are not numbers (``v1``, ``latest``) are
-    ignored with only a log warning, so the model loads without that version, or fails when no version
-    is left (RB110). ``warmup``, ``initial_state`` and ``configs`` are Triton's own folders and are
-    fine. The message is Triton's own log line.
-
-    Fails: ``models/add_sub/01/model.py``
-
-    Passes: ``models/add_sub/1/model.py``
-    """
-    for v in model.versions:
-        if v.number is None and v.name not in RESERVED_DIRS and v.ignored:
-            suggestion = v.name.lstrip("0") or "0"
-            hint = (
-                f"rename it to '{suggestion}'"
-                if suggestion.isdigit()
-                else "version folders are named by a number (1, 2, ...)"
-            )
-            yield Finding(v.ignored, path=v.path, hint=hint)
-
-
-@rule("RB108", "version-folder-not-canonical")
-def check_version_folder_not_canonical(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    """A version folder Triton reads as a number but whose name is not that number's plain spelling.
-
-    Triton converts folder names with C's ``stoll``, which accepts ``+1``, `` 1`` and ``1a`` as
-    version 1, but backends then look for the model file in the folder ``1/``, which does not exist,
-    so the load fails with a missing file. An ensemble has no files, so there it is only a warning.
-
-    Fails: ``models/add_sub/1a/model.py``
-
-    Passes: ``models/add_sub/1/model.py``
-    """
-    names = {v.name for v in model.versions}
-    for v in model.versions:
-        if v.number is None or v.name == str(v.number):
-            continue
-        duplicate = str(v.number) in names
-        severity = Severity.WARNING if duplicate or model.is_ensemble else None
-        tail = (
-            f"folder '{v.number}' also exists and is the one backends read"
-            if duplicate
-            else f"backends read the files of version {v.number} from the folder '{v.number}', which does not exist"
-        )
-        yield Finding(
-            f"version folder '{v.name}' is version {v.number} to Triton, but {tail}",
-            path=v.path,
-            version=v.number,
-            severity=severity,
-            hint=f"rename it to '{v.number}'",
-        )
-
-
-@rule("RB109", "specific-version-missing")
-def check_specific_version_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    """A ``version_policy: { specific: { versions: [...] } }`` names a version with no folder.
-
-    Triton logs an error and loads the others; a client asking for the missing version gets an error.
-
-    Fails: ``specific { versions: [1, 2] }`` with only ``1/``.
-
-    Passes: ``specific { versions: [1] }`` with ``1/``.
-    """
-    config = model.config
-    if config is None or config.version_policy.WhichOneof("policy_choice") != "specific":
-        return
-    present = set(model.version_numbers)
-    for v in config.version_policy.specific.versions:
-        if v not in present:
-            yield Finding(
-                f"version {v} is specified for model '{model.name}', but the version directory is not present",
-                version=v,
-                hint=f"create the folder '{v}' or remove {v} from version_policy",
-            )
-
-
-@rule("RB110", "no-version-available")
-def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    """No version folder is left to load under the model's version policy.
-
-    The classic cause is an ensemble without a ``1/`` folder (ensembles have no model file, but still
-    need an empty version folder), or a version folder named ``01``. Object stores (S3, GCS) drop empty
-    folders: put a placeholder file (e.g. ``1/.keep``) in an ensemble's version folder before uploading.
-
-    Fails::
-
-        models/pipeline/config.pbtxt      # platform: "ensemble", no 1/
-
-    Passes::
-
-        models/pipeline/config.pbtxt
-        models/pipeline/1/.keep
-    """
-    if _is_unlistable(model.problem):
-        return
-    if versions_to_load(model):
-        return
-    ignored = [v.name for v in model.versions if v.number is None and v.name not in RESERVED_DIRS]
-    if ignored:
-        hint = (
-            "Triton ignores the folder(s) "
-            + ", ".join(f"'{n}'" for n in ignored)
-            + "; name a version folder 1"
-        )
-    elif model.version_numbers:
-        hint = "the version_policy selects none of the existing versions"
-    elif model.is_ensemble:
-        hint = "create an empty folder '1' (with a placeholder file such as 1/.keep if it goes to an object store)"
-    else:
-        hint = "put the model file in a version folder, e.g. 1/"
-    yield Finding(
-        f"at least one version must be available under the version policy of model '{model.name}'",
-        path=model.path,
-        hint=hint,
-    )
-
-
 RULES: tuple[Rule, ...] = (
     check_hidden_model_folder,
     check_folder_unreadable,
@@ -397,8 +253,4 @@ RULES: tuple[Rule, ...] = (
     check_non_utf8_name,
     check_config_missing,
     check_model_name_mismatch,
-    check_version_folder_ignored,
-    check_version_folder_not_canonical,
-    check_specific_version_missing,
-    check_no_version_available,
 )

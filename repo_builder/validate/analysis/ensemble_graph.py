@@ -1,0 +1,250 @@
+"""An ensemble's own config, its data flow and its members: stages one and two of core's checks.
+
+Core: ``ValidateEnsembleSchedulingConfig`` and ``BuildEnsembleGraph`` (``ensemble_utils.cc``), the
+dependency graph and ``CircularDependencyCheck`` of ``model_repository_manager.cc``. Triton stops at the
+first failing stage, so each stage is judged only when the earlier ones pass.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from repo_builder.validate.analysis.memo import model_fact
+from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name
+from repo_builder.validate.analysis.versions import versions_to_load
+from repo_builder.validate.records import Finding, ModelEntry, RuleContext
+
+T = TypeVar("T")
+
+
+def memo(what: str, model: ModelEntry, ctx: RuleContext, compute: Callable[[], T]) -> T:
+    """A per-run result several rules share (the stages of an ensemble's judgement), kept on the context:
+    it depends on the members and their verdicts, not on the ensemble's entry alone."""
+    key = (what, id(model))
+    hit = ctx.facts.get(key)
+    if hit is not None and hit[0] is model:  # the entry itself is kept, so its id cannot be reused
+        return hit[1]
+    value = compute()
+    ctx.facts[key] = (model, value)
+    return value
+
+
+def lookup(ctx: RuleContext, name: str) -> ModelEntry | None:
+    return ctx.repository.model(name)
+
+
+def steps(model: ModelEntry) -> list:
+    return list(model.config.ensemble_scheduling.step)
+
+
+def scheduling_problems(model: ModelEntry) -> list[str]:
+    """Core's ValidateEnsembleSchedulingConfig up to (not including) the data flow."""
+    cfg = model.config
+    name = config_name(model)
+    if not cfg.HasField("ensemble_scheduling"):
+        return [f"ensemble scheduling must be set for ensemble {name} whose platform is {ENSEMBLE}"]
+    problems = []
+    if cfg.instance_group:
+        problems.append(f"instance group should not be specified for ensemble '{name}'")
+    if cfg.HasField("optimization"):
+        problems.append(f"optimization should not be specified for ensemble '{name}'")
+    if cfg.model_warmup:
+        problems.append(f"model_warmup can not be specified for ensemble '{name}'")
+    step_list = steps(model)
+    if not step_list:
+        problems.append(f"must specify 'step' for ensemble '{name}'")
+    for index, step in enumerate(step_list):
+        for what, present in (
+            ("model_name", bool(step.model_name)),
+            ("input_map", len(step.input_map) > 0),
+            ("output_map", len(step.output_map) > 0),
+        ):
+            if not present:
+                problems.append(f"must specify '{what}' in step {index} of ensemble '{name}'")
+                break
+    return problems
+
+
+@dataclass(eq=False)
+class _FlowNode:
+    name: str
+    is_output: bool
+    ready: bool = False
+    prev: list[_FlowNode] = field(default_factory=list)
+    next: list[_FlowNode] = field(default_factory=list)
+
+
+def _build_flow(model: ModelEntry, name: str) -> dict[str, _FlowNode] | str:
+    """The tensors and which step writes which (core's BuildEnsembleGraph), or Triton's error text."""
+    tensors: dict[str, _FlowNode] = {}
+    for index, step in enumerate(steps(model)):
+        written = []
+        for tensor in step.output_map.values():
+            node = tensors.get(tensor)
+            if node is not None and node.is_output:
+                return f"ensemble tensor '{tensor}' can appear in an output map only once for ensemble '{name}' step {index}"
+            if node is None:
+                node = tensors[tensor] = _FlowNode(tensor, True)
+            node.is_output = True
+            written.append(node)
+        for tensor in step.input_map.values():
+            node = tensors.setdefault(tensor, _FlowNode(tensor, False))
+            for out in written:
+                out.prev.append(node)
+                node.next.append(out)
+    return tensors
+
+
+def _mark_ready(cfg: object, name: str, tensors: dict[str, _FlowNode]) -> list[str]:
+    """Walk from the ensemble's inputs, marking every tensor that can be computed; unused inputs."""
+    problems = []
+    queue: deque[_FlowNode] = deque()
+    for io in cfg.input:
+        node = tensors.get(io.name)
+        if node is None:
+            # Triton's text has a stray quote after the ensemble name; kept so log searches match.
+            problems.append(f"ensemble input '{io.name}' for ensemble {name}' is not used")
+            continue
+        node.ready = True
+        queue.append(node)
+    while queue:
+        for nxt in queue.popleft().next:
+            if not nxt.ready and all(p.ready for p in nxt.prev):
+                nxt.ready = True
+                queue.append(nxt)
+    return problems
+
+
+def data_flow_problems(model: ModelEntry) -> list[str]:
+    """Core's BuildEnsembleGraph and its readiness walk: every input used, every output written once."""
+    cfg = model.config
+    name = config_name(model)
+    tensors = _build_flow(model, name)
+    if isinstance(tensors, str):
+        return [tensors]
+    problems = _mark_ready(cfg, name, tensors)
+    outputs = set()
+    for io in cfg.output:
+        node = tensors.get(io.name)
+        if node is None:
+            problems.append(f"ensemble output '{io.name}' for ensemble {name}' is not used")
+        elif not node.ready:
+            problems.append(_not_written(io.name, name, node))
+        else:
+            outputs.add(io.name)
+    if problems:
+        return problems
+    return [
+        f"ensemble tensor '{t}' is unused in ensemble '{name}'"
+        for t, node in tensors.items()
+        if t not in outputs and (not node.ready or not node.next)
+    ]
+
+
+def _not_written(output: str, ensemble: str, node: _FlowNode) -> str:
+    """Triton names the first unconnected tensor the output depends on."""
+    message = f"output '{output}' for ensemble '{ensemble}' is not written"
+    seen: set[str] = set()
+    last, prev = node, node.prev
+    while prev:
+        candidates, prev = prev, []
+        for p in candidates:
+            if not p.ready and p.name not in seen:
+                seen.add(p.name)
+                last, prev = p, p.prev
+                break
+    if last is not node:
+        message += f": at least one of its depending tensors, '{last.name}', is not connected"
+    return message
+
+
+def config_ok(model: ModelEntry) -> bool:
+    """Stage one passed (a backend on an ensemble is reported by RB403 but stops Triton here too)."""
+    return model_fact(model, config_ok, _config_ok)
+
+
+def _config_ok(model: ModelEntry) -> bool:
+    return not model.config.backend and not scheduling_problems(model) and not data_flow_problems(model)
+
+
+def member_names(model: ModelEntry) -> list[str]:
+    names: list[str] = []
+    for step in steps(model):
+        if step.model_name not in names:
+            names.append(step.model_name)
+    return names
+
+
+def missing_members(model: ModelEntry, ctx: RuleContext) -> list[str]:
+    return sorted(n for n in member_names(model) if lookup(ctx, n) is None)
+
+
+def cycle(model: ModelEntry, ctx: RuleContext) -> str | None:
+    """Triton's CircularDependencyCheck: 'start -> ... -> last -> start' when a path leads back here."""
+    return memo("cycle", model, ctx, lambda: _find_cycle(model, ctx))
+
+
+def _find_cycle(model: ModelEntry, ctx: RuleContext) -> str | None:
+    """Depth-first over ensemble members (iterative: chains of nested ensembles can be long)."""
+    start = config_name(model)
+    seen: set[str] = set()
+    stack = [model]
+    while stack:
+        current = stack.pop()
+        if current.config is None or current.config.platform != ENSEMBLE:
+            continue
+        names = member_names(current)
+        if model.name in names:
+            return (
+                f"circular dependency between ensembles: {start} -> ... -> {config_name(current)} -> {start}"
+            )
+        for member_name in reversed(names):
+            member = lookup(ctx, member_name)
+            if member is not None and member_name not in seen:
+                seen.add(member_name)
+                stack.append(member)
+    return None
+
+
+def version_problems(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+    name = config_name(model)
+    for step in steps(model):
+        member = lookup(ctx, step.model_name)
+        if member is None or step.model_version == -1:
+            continue
+        loaded = versions_to_load(member)
+        if not loaded or step.model_version in loaded:
+            continue
+        hint = (
+            "model_version 0 (which is also what an omitted model_version means) asks for a folder named 0; "
+            "write model_version: -1 for the latest loaded version"
+            if step.model_version == 0
+            else f"loaded versions of '{step.model_name}': {', '.join(map(str, loaded))}; or write model_version: -1"
+        )
+        yield Finding(
+            f"ensemble '{name}' depends on '{step.model_name}' whose required version {step.model_version} is not loaded.",
+            hint=hint,
+        )
+
+
+def refused_members(model: ModelEntry, ctx: RuleContext) -> list[str]:
+    return [n for n in member_names(model) if ctx.refused.get(n) and n != model.name]
+
+
+def members_ok(model: ModelEntry, ctx: RuleContext) -> bool:
+    """Stage two passed: Triton would go on to compare the tensors."""
+    return memo("members", model, ctx, lambda: _judge_members(model, ctx))
+
+
+def _judge_members(model: ModelEntry, ctx: RuleContext) -> bool:
+    return (
+        config_ok(model)
+        and not missing_members(model, ctx)
+        and cycle(model, ctx) is None
+        and not any(True for _ in version_problems(model, ctx))
+        and not refused_members(model, ctx)
+    )
+

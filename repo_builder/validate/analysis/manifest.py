@@ -1,0 +1,115 @@
+"""repo-builder's own manifest (``repo-builder.json`` at the repository root), read as untrusted data.
+
+The build writes every built file's sha256 there (repository/manifest.py); validate compares the files
+on disk against it offline, with bounded reads, so a missing or changed model file is reported before
+a server loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from repo_builder.validate.analysis.files import UnsafeFile, read_bounded, regular_file_size, relative_inside
+from repo_builder.validate.records import ModelEntry, Repository, RuleContext
+
+MANIFEST_FILE = "repo-builder.json"  # repository/manifest.py MANIFEST_FILE (that module writes; this reads)
+MAX_MANIFEST_BYTES = 16 << 20
+MAX_HASHED_BYTES = 8 << 30  # bigger files are not hashed (reported as not checked)
+
+
+@dataclass(frozen=True)
+class BuiltFile:
+    version: str
+    relative: str  # relative to the version folder
+    sha256: str
+
+
+def read_manifest(repository: Repository) -> dict | str | None:
+    """The manifest's data, a one-line problem when it is unreadable, or None when there is none."""
+    if not any(f.name == MANIFEST_FILE for f in repository.files):
+        return None
+    try:
+        data = json.loads(read_bounded(repository.root / MANIFEST_FILE, repository.root, MAX_MANIFEST_BYTES))
+    except UnsafeFile as exc:
+        return str(exc)
+    except ValueError as exc:
+        return f"{MANIFEST_FILE} is not JSON: {exc}"
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        return f"{MANIFEST_FILE} has no 'models' object"
+    return data
+
+
+def manifest(ctx: RuleContext) -> dict | str | None:
+    """The run's manifest, read once."""
+    key = (read_manifest, id(ctx.repository))
+    if key not in ctx.facts:
+        ctx.facts[key] = read_manifest(ctx.repository)
+    return ctx.facts[key]
+
+
+def built_files(data: dict, model: str) -> Iterator[BuiltFile]:
+    """The files the manifest records for ``model``, skipping entries that are not plain strings."""
+    entry = data["models"].get(model)
+    versions = entry.get("versions") if isinstance(entry, dict) else None
+    if not isinstance(versions, dict):
+        return
+    for version, record in sorted(versions.items()):
+        files = record.get("files") if isinstance(record, dict) else None
+        if not isinstance(files, dict):
+            continue
+        for relative, sha in sorted(files.items()):
+            if isinstance(relative, str) and isinstance(sha, str):
+                yield BuiltFile(str(version), relative, sha)
+
+
+def file_sha256(path: Path, root: Path) -> str | None:
+    """sha256 of a regular file inside ``root`` (streamed); None when it is not such a file or too big."""
+    size = regular_file_size(path, root)
+    if size is None or size > MAX_HASHED_BYTES:
+        return None
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def check_built_file(model: ModelEntry, built: BuiltFile) -> str | None:
+    """Why a recorded file no longer matches: "missing", "changed", "outside"; None when it matches."""
+    if not relative_inside(built.relative) or not relative_inside(built.version):
+        return "outside"
+    path = model.path / built.version / built.relative
+    if regular_file_size(path, model.path) is None:
+        return "missing"
+    digest = file_sha256(path, model.path)
+    if digest is None:
+        return None  # too big to hash: not checked
+    return None if digest == built.sha256 else "changed"
+
+
+LABELS_FILE = "labels.txt"  # what the classification postprocess step reads beside its model.py
+MAX_LABELS_BYTES = 16 << 20
+
+
+def built_role(data: dict, model: str) -> str | None:
+    """The role the manifest records for ``model`` (preprocess, model, postprocess, ensemble), or None."""
+    entry = data["models"].get(model)
+    role = entry.get("role") if isinstance(entry, dict) else None
+    return role if isinstance(role, str) else None
+
+
+def labels_count(path: Path, root: Path) -> int | None:
+    """Labels in a labels file (one per line, a final newline optional), or None when it cannot be read."""
+    try:
+        text = read_bounded(path, root, MAX_LABELS_BYTES).decode("utf-8")
+    except (UnsafeFile, UnicodeDecodeError):
+        return None
+    lines = text.split("\n")
+    return len(lines) - 1 if lines and lines[-1] == "" else len(lines)

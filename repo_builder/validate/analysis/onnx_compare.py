@@ -1,0 +1,262 @@
+"""What the ONNX Runtime backend compares between a config and the ONNX graph (``onnxruntime.cc``).
+
+Triton stops at the first problem; these functions report them all, each tagged with its rule code.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+from repo_builder.dtypes import _BY_ONNX_ID
+from repo_builder.validate.analysis.onnx_graph import OnnxSignature, OnnxTensor
+from repo_builder.validate.records import Severity
+
+# Triton's default --backend-config=default-max-batch-size, used when auto-complete finds batching.
+DEFAULT_MAX_BATCH_SIZE = 4
+_SEQUENCE_CONTROLS = (
+    "CONTROL_SEQUENCE_START",
+    "CONTROL_SEQUENCE_END",
+    "CONTROL_SEQUENCE_READY",
+    "CONTROL_SEQUENCE_CORRID",
+)
+
+
+
+def _shape(dims: tuple[int, ...] | list[int]) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def _triton_type(elem_type: int | None) -> str:
+    dtype = _BY_ONNX_ID.get(elem_type) if elem_type is not None else None
+    return dtype.triton if dtype is not None else "TYPE_INVALID"
+
+
+def _config_type(io: Any) -> str:
+    return io.DESCRIPTOR.fields_by_name["data_type"].enum_type.values_by_number[io.data_type].name
+
+
+class OnnxProblem(NamedTuple):
+    code: str
+    message: str
+    hint: str | None = None
+    severity: Severity | None = None
+
+
+def _compare_dims(
+    model: str, tensor: str, shape: tuple[int, ...], dims: list[int], mbs: int, exact: bool
+) -> OnnxProblem | None:
+    """The backend's CompareDimsSupported: the config's dims (plus the batch dim) against the graph's."""
+    if mbs > 0:
+        if not shape or shape[0] != -1:
+            return OnnxProblem(
+                "RB605",
+                f"model '{model}', tensor '{tensor}': for the model to support batching the shape should have at "
+                f"least 1 dimension and the first dimension must be -1; but shape expected by the model is "
+                f"{_shape(shape)}",
+                "set max_batch_size: 0 (the graph has no batch dimension) or export the model with a dynamic first axis",
+            )
+        full = [-1, *dims]
+        ok = len(shape) == len(full) and all(
+            m == c for m, c in zip(shape, full, strict=True) if exact or m != -1
+        )
+        if not ok:
+            return OnnxProblem(
+                "RB605",
+                f"model '{model}', tensor '{tensor}': the model expects {len(shape)} dimensions (shape "
+                f"{_shape(shape)}) but the model configuration specifies {len(full)} dimensions (an initial "
+                f"batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making "
+                f"complete shape {_shape(full)})",
+                f"with max_batch_size > 0, dims leave out the batch dimension: dims: {_shape(list(shape[1:]))}",
+            )
+        return None
+    ok = len(shape) == len(dims) and all(m == c for m, c in zip(shape, dims, strict=True) if exact or m != -1)
+    if not ok:
+        return OnnxProblem(
+            "RB605",
+            f"model '{model}', tensor '{tensor}': the model expects {len(shape)} dimensions (shape "
+            f"{_shape(shape)}) but the model configuration specifies {len(dims)} dimensions (shape {_shape(dims)})",
+            f"with max_batch_size: 0, dims are the full shape: dims: {_shape(list(shape))}",
+        )
+    return None
+
+
+def _io_dims(io: Any) -> list[int]:
+    return list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
+
+
+def _well_formed(io: Any) -> bool:
+    # Malformed entries (no name, type or dims; dims of 0 or below -1) are the config rules' business.
+    if not io.name or io.data_type == 0 or not (len(io.dims) > 0 or io.HasField("reshape")):
+        return False
+    return all(d >= 1 or d == -1 for d in _io_dims(io))
+
+
+def _sequence_inputs(config: Any) -> int:
+    if not config.HasField("sequence_batching"):
+        return 0
+    seq = config.sequence_batching
+    names = {seq.Control.Kind.Name(c.kind) for ci in seq.control_input for c in ci.control}
+    return sum(1 for kind in _SEQUENCE_CONTROLS if kind in names) + len(seq.state)
+
+
+def _autocomplete_batching(name: str, mbs: int, sig: OnnxSignature) -> tuple[int, OnnxProblem | None]:
+    """The backend's auto-complete decides batching from the graph: (max_batch_size, problem)."""
+    tensors = [*sig.inputs, *sig.outputs]
+    batching = all(t.dims is not None and len(t.dims) > 0 and t.dims[0] == -1 for t in tensors)
+    if batching and mbs == 0:
+        return DEFAULT_MAX_BATCH_SIZE, OnnxProblem(
+            "RB607",
+            f"autofilled max_batch_size to {DEFAULT_MAX_BATCH_SIZE} for model '{name}' since batching is supporrted "
+            "but no max_batch_size is specified in model configuration. Must specify max_batch_size to utilize "
+            "autofill with a larger max batch size",
+            "set max_batch_size explicitly (0 to turn batching off)",
+        )
+    if not batching and mbs != 0:
+        return mbs, OnnxProblem(
+            "RB606",
+            f"autofill failed for model '{name}': model does not support batching while non-zero "
+            "max_batch_size is specified",
+            "the graph's first dimension is not dynamic on every input and output: set max_batch_size: 0",
+        )
+    return mbs, None
+
+
+def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> list[OnnxProblem]:
+    """Every problem the ONNX Runtime backend would find between ``config`` and the graph ``sig``.
+
+    Triton stops at the first; we report them all.
+    """
+    problems: list[OnnxProblem] = []
+    mbs = config.max_batch_size
+    inputs, outputs = list(config.input), list(config.output)
+    have_inputs = len(inputs) + len(config.batch_input) > 0
+    if not strict and not (have_inputs and outputs):
+        # Auto-complete fills missing inputs/outputs from the graph (consistent by construction).
+        mbs, problem = _autocomplete_batching(name, mbs, sig)
+        if problem is not None:
+            problems.append(problem)
+            if problem.code == "RB606":
+                return problems
+    # Input count (ORT counts non-initializer graph inputs; optional config inputs may be initializers).
+    # Without auto-complete an empty input list is compared too ("configuration expects 0 inputs").
+    if have_inputs or strict:
+        expected = (
+            sum(1 for io in inputs if not io.optional) + len(config.batch_input) + _sequence_inputs(config)
+        )
+        if expected != len(sig.inputs):
+            problems.append(
+                OnnxProblem(
+                    "RB602",
+                    f"unable to load model '{name}', configuration expects {expected} inputs, model provides "
+                    f"{len(sig.inputs)}",
+                    "the graph's inputs are: " + (", ".join(t.name for t in sig.inputs) or "(none)"),
+                )
+            )
+    problems.extend(_compare_inputs(name, inputs, sig, mbs))
+    problems.extend(_compare_outputs(name, config, outputs, sig, mbs))
+    return problems
+
+
+def _compare_inputs(name: str, inputs: list[Any], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
+    problems: list[OnnxProblem] = []
+    by_name = {t.name: t for t in (*sig.inputs, *sig.overridable)}
+    allowed = ", ".join(sorted(by_name, key=os.fsencode))
+    for io in inputs:
+        if not _well_formed(io):
+            continue
+        if io.optional and mbs != 0:
+            problems.append(
+                OnnxProblem(
+                    "RB606",
+                    f"unable to load model '{name}', optional input '{io.name}' is not supported for models that "
+                    "support batching",
+                    "set max_batch_size: 0 or make the input required",
+                )
+            )
+            continue
+        tensor = by_name.get(io.name)
+        if tensor is None:
+            problems.append(
+                OnnxProblem(
+                    "RB603",
+                    f"unexpected inference input '{io.name}', allowed inputs are: {allowed}",
+                    "use the graph's input names",
+                )
+            )
+            continue
+        problems.extend(_compare_tensor(name, "input", io, tensor, mbs, exact=False))
+    return problems
+
+
+def _compare_outputs(name: str, config: Any, outputs: list[Any], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
+    problems: list[OnnxProblem] = []
+    out_by_name = {t.name: t for t in sig.outputs}
+    allowed_out = ", ".join(sorted(out_by_name, key=os.fsencode))
+    batch_targets = {t for bo in config.batch_output for t in bo.target_name}
+    for io in outputs:
+        if not _well_formed(io):
+            continue
+        tensor = out_by_name.get(io.name)
+        if tensor is None:
+            problems.append(
+                OnnxProblem(
+                    "RB603",
+                    f"unexpected inference output '{io.name}', allowed outputs are: {allowed_out}",
+                    "use the graph's output names",
+                )
+            )
+            continue
+        found = _compare_tensor(name, "output", io, tensor, mbs, exact=True)
+        # A batch output's shape is the backend's to fill: only its data type is compared.
+        problems.extend(p for p in found if io.name not in batch_targets or p.code != "RB605")
+    return problems
+
+
+def _compare_tensor(
+    name: str, kind: str, io: Any, tensor: OnnxTensor, mbs: int, exact: bool
+) -> list[OnnxProblem]:
+    out: list[OnnxProblem] = []
+    expected = _config_type(io)
+    actual = _triton_type(tensor.elem_type)
+    if tensor.elem_type is not None and expected != actual:
+        out.append(
+            OnnxProblem(
+                "RB604",
+                f"unable to load model '{name}', configuration expects datatype {expected} for {kind} "
+                f"'{io.name}', model provides {actual}",
+                f"set data_type: {actual}",
+            )
+        )
+    if tensor.dims is None:
+        return out  # rank unknown in the graph: nothing to compare
+    dims = _io_dims(io)
+    if kind == "input" and io.allow_ragged_batch:
+        if tensor.dims != (-1,):
+            out.append(
+                OnnxProblem(
+                    "RB605",
+                    f"unable to load model '{name}', configuration expects model provides input with shape [-1]  "
+                    f"for ragged input '{io.name}', model provides {_shape(tensor.dims)}",
+                    "a ragged input must be 1-D and dynamic in the graph",
+                )
+            )
+        return out
+    if len(tensor.dims) == 0:
+        if any(d != 1 for d in dims):
+            out.append(
+                OnnxProblem(
+                    "RB605",
+                    f"unable to load model '{name}', scalar tensor '{io.name}', should only provide 1 in the model "
+                    f"configuration when the model doesn't support batching. Model configuration provided: "
+                    f"{_shape(dims)}.",
+                    "a scalar in the graph is dims: [1] in the config",
+                )
+            )
+        return out
+    problem = _compare_dims(name, io.name, tensor.dims, dims, mbs, exact)
+    if problem is not None:
+        out.append(problem)
+    return out
+
+

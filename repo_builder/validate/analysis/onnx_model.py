@@ -1,0 +1,131 @@
+"""Every ONNX finding of one model (RB6xx share it): the graph of each loaded version against the config.
+
+The ONNX file and its external data must stay inside the model folder: onnxruntime and
+``onnx.checker`` refuse external data paths that are absolute or climb out of the model's folder, and
+offline validate never follows a path out of the repository (docs/security.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path, PurePath
+from typing import NamedTuple
+
+from repo_builder.validate.analysis.files import resolves_inside
+from repo_builder.validate.analysis.memo import model_fact
+from repo_builder.validate.analysis.onnx_compare import OnnxProblem, compare_onnx
+from repo_builder.validate.analysis.onnx_graph import OnnxReadError, OnnxSignature, read_onnx_signature
+from repo_builder.validate.analysis.resolve import resolve_backend
+from repo_builder.validate.analysis.versions import version_folder, versions_to_load
+from repo_builder.validate.records import ModelEntry, RuleContext, Severity
+
+
+class OnnxChecked(NamedTuple):
+    version: int
+    path: Path
+    problems: tuple[OnnxProblem, ...]
+
+
+def onnx_file(model: ModelEntry, number: int, filename: str) -> Path | None:
+    """The graph file of version ``number`` (``<file>`` or ``<folder>/model.onnx``), None when absent."""
+    v = version_folder(model, number)
+    entry = v.entry(filename) if v is not None else None
+    if v is None or entry is None or entry.escapes:
+        return None  # RB405 reports the missing file, RB103 the escaping link
+    path = v.path / filename
+    if entry.is_dir:
+        path = path / "model.onnx"
+        if not resolves_inside(path, model.path) or not path.is_file():
+            return None
+    elif entry.size is None:
+        return None
+    return path
+
+
+def _not_downloaded(model: ModelEntry, number: int, filename: str, path: Path) -> int | None:
+    """Size of a remote file that was listed but not fetched (a zero-byte placeholder), else None."""
+    v = version_folder(model, number)
+    entry = v.entry(filename) if v is not None else None
+    if entry is None or entry.is_dir or not entry.size:
+        return None
+    try:
+        return entry.size if path.stat().st_size != entry.size else None
+    except OSError:
+        return None
+
+
+def external_data_problems(sig: OnnxSignature, path: Path, model_dir: Path, filename: str) -> Iterator[OnnxProblem]:
+    """External data named by the graph: relative, inside the model folder, present."""
+    for location in sig.external_files:
+        target = path.parent / location
+        if PurePath(location).is_absolute() or not resolves_inside(target, model_dir):
+            yield OnnxProblem(
+                "RB601",
+                f"{filename} names external data '{location}' outside the model folder; onnxruntime and "
+                "onnx.checker refuse external data paths that are absolute or leave the model's folder",
+                f"keep the weights file beside {filename} and save it with a relative location",
+            )
+        elif not target.is_file():
+            yield OnnxProblem(
+                "RB601",
+                f"{filename} keeps weights in external data file '{location}', which is missing",
+                f"put '{location}' beside {filename} (save the model as a model.onnx/ folder)",
+            )
+
+
+def read_version_signature(path: Path, model: ModelEntry, filename: str) -> OnnxSignature | OnnxProblem:
+    """The graph's IO, or the RB601 problem that keeps it from being read."""
+    if not resolves_inside(path, model.path):
+        return OnnxProblem("RB601", f"{filename} leaves the model folder; not read", "copy the file into the model folder")
+    try:
+        return read_onnx_signature(path)
+    except OnnxReadError as exc:
+        return OnnxProblem("RB601", f"cannot load {filename}: {exc}", "re-export the model; the file is damaged or not ONNX")
+
+
+def onnx_filename(model: ModelEntry, ctx: RuleContext) -> str | None:
+    """The ONNX file name when the model runs on ONNX Runtime and is judged, else None."""
+    if model.problem is not None or (model.config is None and (model.has_config_file or ctx.options.strict)):
+        return None
+    resolved = resolve_backend(model)
+    if resolved.backend != "onnxruntime" or resolved.problem is not None:
+        return None
+    return resolved.default_model_filename or "model.onnx"
+
+
+def check_onnx_model(model: ModelEntry, ctx: RuleContext) -> tuple[OnnxChecked, ...]:
+    """All ONNX findings of one model, computed once and shared by the RB6xx rules."""
+    strict = ctx.options.strict  # the only part of the run the answer depends on
+    return model_fact(model, (check_onnx_model, strict), lambda m: tuple(_check(m, ctx)))
+
+
+def _check_version(model: ModelEntry, ctx: RuleContext, number: int, filename: str) -> OnnxChecked | None:
+    path = onnx_file(model, number, filename)
+    if path is None:
+        return None
+    size = _not_downloaded(model, number, filename, path)
+    if size is not None:
+        problem = OnnxProblem(
+            "RB601",
+            f"needs the model file: {filename} ({size} bytes) was not downloaded, so its inputs and outputs are not checked",
+            "raise --max-download or validate a local copy",
+            Severity.INFO,
+        )
+        return OnnxChecked(number, path, (problem,))
+    sig = read_version_signature(path, model, filename)
+    if isinstance(sig, OnnxProblem):
+        return OnnxChecked(number, path, (sig,))
+    problems = list(external_data_problems(sig, path, model.path, filename))
+    if model.config is not None:
+        problems.extend(compare_onnx(model.name, model.config, sig, ctx.options.strict))
+    return OnnxChecked(number, path, tuple(problems)) if problems else None
+
+
+def _check(model: ModelEntry, ctx: RuleContext) -> Iterator[OnnxChecked]:
+    filename = onnx_filename(model, ctx)
+    if filename is None:
+        return
+    for number in versions_to_load(model):
+        checked = _check_version(model, ctx, number, filename)
+        if checked is not None:
+            yield checked

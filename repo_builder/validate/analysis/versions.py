@@ -1,0 +1,60 @@
+"""Which version folders Triton loads (core ``model_lifecycle.cc`` ``VersionsToLoad``)."""
+
+from __future__ import annotations
+
+from repo_builder.triton_layout import CONFIG_FILE
+from repo_builder.validate.analysis.memo import model_fact
+from repo_builder.validate.records import ModelEntry, VersionDir
+
+
+def versions_to_load(model: ModelEntry) -> tuple[int, ...]:
+    """The versions Triton loads under the model's version policy (default: the latest one).
+
+    Mirrors core's ``VersionsToLoad``: a ``specific`` version without its folder is skipped, ``latest``
+    takes the ``num_versions`` greatest, a policy with no choice set means all.
+    """
+    return model_fact(model, versions_to_load, _versions_to_load)
+
+
+def _versions_to_load(model: ModelEntry) -> tuple[int, ...]:
+    existing = sorted(set(model.version_numbers), reverse=True)
+    config = model.config
+    if config is None or not config.HasField("version_policy"):
+        return tuple(existing[:1])
+    policy = config.version_policy
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "specific":
+        present = set(existing)
+        return tuple(sorted({v for v in policy.specific.versions if v in present}))
+    if choice == "latest":
+        return tuple(sorted(existing[: max(policy.latest.num_versions, 0)]))
+    return tuple(sorted(existing))
+
+
+def version_folder(model: ModelEntry, number: int) -> VersionDir | None:
+    """The folder backends read version ``number`` from: always ``str(number)``, whatever Triton parsed."""
+    for v in model.versions:
+        if v.name == str(number):
+            return v
+    return None
+
+
+def is_unlistable(problem: str | None) -> bool:
+    """Whether a model's scan problem means its folder could not be listed at all."""
+    return problem is not None and problem.startswith("cannot list")
+
+
+def misplaced_configs(model: ModelEntry) -> tuple[str, ...]:
+    """Version folders holding a ``config.pbtxt``, which Triton never reads there (tutorials publish so)."""
+    return tuple(v.name for v in model.versions if v.has(CONFIG_FILE))
+
+
+def misplaced_config_hint(model: ModelEntry) -> str | None:
+    """The hint for a model whose config sits in a version folder, or None."""
+    folders = misplaced_configs(model)
+    if not folders:
+        return None
+    return (
+        f"{CONFIG_FILE} belongs in the model folder, not the version folder: move "
+        f"{model.name}/{folders[0]}/{CONFIG_FILE} to {model.name}/{CONFIG_FILE}"
+    )
