@@ -1,4 +1,4 @@
-"""Run a real tritonserver on loopback for as long as a ``with`` block lasts, and always stop it.
+"""A real tritonserver on loopback for as long as a ``with`` block lasts, and a client facade to it.
 
     from repo_builder.triton import start_server
 
@@ -7,10 +7,12 @@
         outputs = server.infer("ensemble", {"TEXT": np.array([[b"hi"]], dtype=object)})
         print(server.grpc_url, server.log_path)
 
-The server runs in its own process group (so a Ctrl-C in the terminal reaches us, and we stop it in
-order) and is stopped with SIGTERM, then SIGKILL for the whole group after ``exit_timeout``: a server
-whose load hangs ignores SIGTERM. Its log goes to a file; errors quote the log's last lines and its path,
-and a log that explains a failure is kept.
+    with start_server("s3://127.0.0.1:9000/bucket/repo", mode="poll"):  # Triton reads the bucket itself
+        ...
+
+The pieces live beside this module: ``arguments`` (options and command line), ``process`` (spawn, stop
+the group), ``server_log`` (reading the log), ``stub_hang`` (the 2.51 hung-load workaround),
+``object_store`` (s3:// URLs and credentials), ``client`` (gRPC calls).
 """
 
 from __future__ import annotations
@@ -19,29 +21,26 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
+from repo_builder.signals import signals_deferred
+from repo_builder.triton.arguments import MODES, Endpoints, ServerOptions, server_arguments
 from repo_builder.triton.client import (
     LoadOutcome,
     ModelState,
     connect,
     infer_model,
-    load_model,
     repository_index,
     unload_model,
 )
+from repo_builder.triton.errors import ModelLoadError, ServerError
 from repo_builder.triton.locate import (
     TritonInstall,
     check_numpy,
@@ -49,89 +48,47 @@ from repo_builder.triton.locate import (
     prepare_backends,
     server_environment,
 )
+from repo_builder.triton.object_store import is_remote, remote_repository
+from repo_builder.triton.ports import check_distinct_ports, check_host, free_port, port_in_use
+from repo_builder.triton.process import answers, exit_description, remove_shared_memory, spawn, stop_group
+from repo_builder.triton.server_log import log_size, log_tail, log_text
+from repo_builder.triton.stub_hang import STUB_GRACE, failed_stubs, unsettled_models, watch_load
 
 if TYPE_CHECKING:
     import numpy as np
 
-MODES = ("explicit", "poll", "none")
-LOG_TAIL_LINES = 4
+__all__ = [
+    "MODES",
+    "ModelLoadError",
+    "ServerError",
+    "ServerOptions",
+    "StartupHang",
+    "StartupTimeout",
+    "TritonServer",
+    "free_port",
+    "port_in_use",
+    "start_server",
+]
+
 _PORT_IN_USE = ("already in use", "address already in use")
-# What the server logs on every CPU-only machine; never the reason something failed.
-_HARMLESS = ("nvml", "dcgm", "cuda", "gpu metrics", "pinned memory")
 
 
-# Health checks go straight to the server: an http_proxy in the environment must not catch them.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-# Seconds to wait for a load's answer after its Python-backend stub logged that it could not start.
-STUB_GRACE = 3.0
+class StartupHang(ServerError):
+    """Models loaded at start that will not settle: a failed Python stub (Triton 2.51 then never
+    finishes starting) or, for ``StartupTimeout``, still loading when the start-up time ran out."""
+
+    def __init__(self, message: str, models: frozenset[str], log_path: Path | None = None) -> None:
+        super().__init__(message, log_path)
+        self.models = models
 
 
-def _stub_failed(log_text: str, name: str) -> bool:
-    """The log says the stub of model ``name`` could not start (the load will then hang in 2.51)."""
-    for line in log_text.splitlines():
-        if "Failed to preinitialize Python stub" in line and f"/{name}/" in line:
-            return True
-    return False
+class StartupTimeout(StartupHang):
+    """The endpoints did not answer in time while the log shows ``models`` still loading."""
 
 
 def _transport_failed(reason: str | None) -> bool:
     text = (reason or "").lower()
     return any(s in text for s in ("failed to connect", "connection reset", "socket closed", "unavailable:"))
-
-
-class ServerError(UserError):
-    """tritonserver failed to start, or died; the message names the log file."""
-
-    def __init__(self, message: str, log_path: Path | None = None) -> None:
-        super().__init__(message)
-        self.log_path = log_path
-
-
-class ModelLoadError(UserError):
-    """The server refused to load a model; ``reason`` is its own message."""
-
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"tritonserver refused model '{name}': {reason}")
-        self.name = name
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """How to run the server. Ports left ``None`` are picked free on ``host``."""
-
-    mode: str = "explicit"  # explicit | poll | none (Triton's --model-control-mode)
-    tritonserver: str | None = None  # a binary to use instead of the one found (see locate.py)
-    host: str = "127.0.0.1"
-    grpc_port: int | None = None
-    http_port: int | None = None
-    metrics_port: int | None = None
-    startup_timeout: float = 60.0  # seconds until the endpoints answer (a hung S3 repository never does)
-    load_models: tuple[str, ...] = ()  # explicit mode: --load-model at start ("*" loads all)
-    strict: bool = False  # --disable-auto-complete-config
-    poll_seconds: int = 5  # poll mode: --repository-poll-secs
-    http_header_forward_pattern: str | None = None
-    exit_timeout: float = 5.0  # grace after SIGTERM before SIGKILL
-    log_verbose: int = 0
-    log_path: Path | None = None  # default: a file in the server's temporary folder
-    extra_args: tuple[str, ...] = ()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    """True when something listens on ``port`` (connections lingering in TIME_WAIT do not count)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 def _pycache_dirs(repository: Path | str) -> set[Path]:
@@ -140,30 +97,25 @@ def _pycache_dirs(repository: Path | str) -> set[Path]:
     return set(repository.rglob("__pycache__"))
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL if the process that started us dies (Linux), so nothing is left behind."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _resolve_repository(repository: Path | str, options: ServerOptions) -> tuple[Path | str, ServerOptions]:
+    """Local folders resolved; remote URLs in Triton's form, with their environment added to ``options``."""
+    if not is_remote(str(repository)):
+        return Path(repository).resolve(), options
+    remote = remote_repository(str(repository))
+    return remote.url, replace(options, environment=(*remote.environment, *options.environment))
 
 
 class TritonServer:
     """A tritonserver process and a gRPC client to it. Use ``start_server`` (or ``with`` on this)."""
 
     def __init__(self, repository: Path | str, options: ServerOptions | None = None) -> None:
-        # Remote repositories (s3://, gs://, as://) go to the server as they are.
-        text = str(repository)
-        self.repository: Path | str = text if "://" in text else Path(repository).resolve()
-        self.options = options or ServerOptions()
-        if self.options.mode not in MODES:
-            raise UserError(f"--model-control-mode {self.options.mode}: use one of {', '.join(MODES)}")
+        self.repository, self.options = _resolve_repository(repository, options or ServerOptions())
+        check_host(self.options.host)
         self.process: subprocess.Popen[bytes] | None = None
         self.install: TritonInstall | None = None
         self.workdir: Path | None = None
         self.log_path: Path | None = None
+        self.log_start = 0  # where the current start's part of the log begins
         self.grpc_port = self.http_port = self.metrics_port = 0
         self._backends: Path | None = None
         self._client: Any = None
@@ -171,6 +123,8 @@ class TritonServer:
         self._starts = 0
         self._shm_prefix = ""
         self._pycache_before: set[Path] | None = None  # taken before the first start
+        # Called while waiting for the endpoints (models given to load_models load then): progress lines.
+        self.on_wait: Callable[[], None] | None = None
 
     # -- endpoints -----------------------------------------------------------------------------------
     @property
@@ -191,122 +145,126 @@ class TritonServer:
         return self.process.pid if self.process is not None else None
 
     # -- life cycle ----------------------------------------------------------------------------------
-    def start(self) -> TritonServer:
-        """Start and wait until the endpoints answer; raises ``ServerError`` (and leaves nothing running)."""
+    def _explicit_ports(self) -> dict[str, int | None]:
+        return {
+            "--grpc-port": self.options.grpc_port,
+            "--http-port": self.options.http_port,
+            "--metrics-port": self.options.metrics_port,
+        }
+
+    def _check_start(self) -> None:
         if self.install is None:
             self.install = locate_tritonserver(self.options.tritonserver)
             if self.install.bundled:
                 check_numpy()
         if isinstance(self.repository, Path) and not self.repository.is_dir():
             raise UserError(f"{self.repository}: no such folder; pass the model repository's path")
-        explicit_ports = {
-            "--grpc-port": self.options.grpc_port,
-            "--http-port": self.options.http_port,
-            "--metrics-port": self.options.metrics_port,
-        }
-        for flag, port in explicit_ports.items():
+        ports = self._explicit_ports()
+        check_distinct_ports(ports)
+        for flag, port in ports.items():
             if port is not None and port_in_use(port, self.options.host):
                 raise UserError(
                     f"{flag} {port}: the port is already in use on {self.options.host}; "
                     "pick another or leave it out to use a free one"
                 )
+
+    def start(self) -> TritonServer:
+        """Start and wait until the endpoints answer; raises ``ServerError`` (and leaves nothing running).
+
+        Whatever stops the start (an error, Ctrl-C, SIGTERM raised as KeyboardInterrupt) stops the
+        server's whole process group first: its Python stubs would outlive it otherwise.
+        """
+        self._check_start()
         if self.workdir is None:
             self._pycache_before = _pycache_dirs(self.repository)
             self.workdir = Path(tempfile.mkdtemp(prefix="repo-builder-triton-"))
+        try:
+            self._start_with_retries()
+        except BaseException as exc:
+            with signals_deferred():
+                self._kill(force=not isinstance(exc, ServerError) or isinstance(exc, StartupHang))
+                # A hang the caller can route around needs no log kept, nor an interrupt; an error does.
+                kept = isinstance(exc, ServerError) and not isinstance(exc, StartupHang)
+                self._keep_log = self._keep_log or kept
+                self._cleanup()
+            raise
+        return self
+
+    def _start_with_retries(self) -> None:
+        if self._backends is None:
+            assert self.install is not None and self.workdir is not None
             self._backends = prepare_backends(self.install, self.workdir)
-        attempts = 1 if all(p is not None for p in explicit_ports.values()) else 3
+        attempts = 1 if all(p is not None for p in self._explicit_ports().values()) else 3
         for attempt in range(attempts):
             self._spawn()
             try:
-                self._wait_ready()
-                return self
+                self._wait_live()
+                return
             except ServerError as exc:
-                self._kill()
                 # A port picked free can be taken by someone else before the server binds it: pick again.
                 if attempt + 1 < attempts and any(s in str(exc).lower() for s in _PORT_IN_USE):
+                    self._kill(force=True)
                     continue
-                self._keep_log = True
-                self._cleanup()
                 raise
-        raise AssertionError("unreachable")
+
+    def _pick_ports(self) -> Endpoints:
+        opts = self.options
+        grpc = opts.grpc_port or free_port(opts.host)
+        http = opts.http_port or free_port(opts.host)
+        metrics = opts.metrics_port or free_port(opts.host)
+        while len({grpc, http, metrics}) < 3:
+            metrics = free_port(opts.host)
+            http = opts.http_port or (http if http != grpc else free_port(opts.host))
+        return Endpoints(grpc, http, metrics)
 
     def _spawn(self) -> None:
         assert self.install is not None and self.workdir is not None
-        opts = self.options
-        self.grpc_port = opts.grpc_port or free_port(opts.host)
-        self.http_port = opts.http_port or free_port(opts.host)
-        self.metrics_port = opts.metrics_port or free_port(opts.host)
-        while len({self.grpc_port, self.http_port, self.metrics_port}) < 3:
-            self.metrics_port = free_port(opts.host)
+        ports = self._pick_ports()
+        self.grpc_port, self.http_port, self.metrics_port = ports.grpc_port, ports.http_port, ports.metrics_port
         self._starts += 1
-        if opts.log_path is not None:
-            self.log_path = Path(opts.log_path)
+        if self.options.log_path is not None:
+            self.log_path = Path(self.options.log_path)
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
         else:
             suffix = "" if self._starts == 1 else f"-{self._starts}"
             self.log_path = self.workdir / f"tritonserver{suffix}.log"
+        self.log_start = self.log_size()  # a kept log is appended to: this start's part begins here
         self._shm_prefix = f"rb{os.getpid()}x{secrets.token_hex(3)}_"
-        args = [str(self.install.binary), *self.arguments()]
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=server_environment(self.install),
-                cwd=self.workdir,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+        env = server_environment(self.install)
+        env.update(dict(self.options.environment))
+        self.process = spawn([str(self.install.binary), *self.arguments()], env, self.workdir, self.log_path)
 
     def arguments(self) -> list[str]:
         """tritonserver's command line (without the binary)."""
-        opts = self.options
-        args = [
-            f"--model-repository={self.repository}",
-            f"--model-control-mode={opts.mode}",
-            f"--grpc-address={opts.host}",
-            f"--grpc-port={self.grpc_port}",
-            f"--http-address={opts.host}",
-            f"--http-port={self.http_port}",
-            f"--metrics-address={opts.host}",
-            f"--metrics-port={self.metrics_port}",
-            f"--exit-timeout-secs={max(1, int(opts.exit_timeout))}",
-            f"--log-verbose={opts.log_verbose}",
-            f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
-        ]
-        if self._backends is not None:
-            args.append(f"--backend-directory={self._backends}")
-        if self.install is not None and self.install.caches is not None:
-            args.append(f"--cache-directory={self.install.caches}")
-        if opts.strict:
-            args.append("--disable-auto-complete-config")
-        if opts.mode == "poll":
-            args.append(f"--repository-poll-secs={opts.poll_seconds}")
-        if opts.mode == "explicit":
-            args.extend(f"--load-model={m}" for m in opts.load_models)
-        if opts.mode != "explicit":
-            # Keep serving (and be ready) although some model failed: serve reports them in its table.
-            args.extend(["--exit-on-error=false", "--strict-readiness=false"])
-        if opts.http_header_forward_pattern:
-            args.append(f"--http-header-forward-pattern={opts.http_header_forward_pattern}")
-        args.extend(opts.extra_args)
-        return args
+        return server_arguments(
+            self.repository,
+            self.options,
+            Endpoints(self.grpc_port, self.http_port, self.metrics_port),
+            backends=self._backends,
+            caches=self.install.caches if self.install is not None else None,
+            shm_prefix=self._shm_prefix,
+        )
 
-    def _wait_ready(self) -> None:
+    def _wait_live(self) -> None:
+        """Until /v2/health/live answers; models given to ``load_models`` load before it does."""
         deadline = time.monotonic() + self.options.startup_timeout
-        url = f"{self.http_url}/v2/health/live"
-        while True:
+        stub_failed_at: float | None = None
+        while not answers(f"{self.http_url}/v2/health/live"):
             if self.process is None or self.process.poll() is not None:
                 raise self._died("during start-up")
-            try:
-                with _DIRECT.open(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
+            if self.on_wait is not None:
+                self.on_wait()
+            hung = failed_stubs(self.log_text(self.log_start)) if self._loads_at_start() else set()
+            if hung and stub_failed_at is None:
+                stub_failed_at = time.monotonic()
+            if hung and time.monotonic() - (stub_failed_at or 0) > STUB_GRACE:
+                raise StartupHang(
+                    f"the Python-backend stub of {', '.join(sorted(hung))} failed and the start hangs",
+                    frozenset(hung),
+                    self.log_path,
+                )
             if time.monotonic() > deadline:
-                self._keep_log = True
+                self._raise_unsettled()
                 raise ServerError(
                     f"tritonserver did not answer within {self.options.startup_timeout:g} s "
                     f"(is the repository reachable? a remote one that is not hangs without output)"
@@ -314,13 +272,31 @@ class TritonServer:
                     self.log_path,
                 )
             time.sleep(0.1)
+        if self.on_wait is not None:
+            self.on_wait()  # the lines logged just before the endpoints opened
+
+    def _raise_unsettled(self) -> None:
+        loading = frozenset(unsettled_models(self.log_text(self.log_start)))
+        if loading and self.options.load_models:
+            raise StartupTimeout(
+                f"{', '.join(sorted(loading))} still loading after {self.options.startup_timeout:g} s",
+                loading,
+                self.log_path,
+            )
+
+    def _loads_at_start(self) -> bool:
+        return bool(self.options.load_models) or self.options.mode != "explicit"
+
+    def ready(self) -> bool:
+        """What /v2/health/ready answers now."""
+        return answers(f"{self.http_url}/v2/health/ready")
 
     def _died(self, when: str) -> ServerError:
         self._keep_log = True
         code = self.process.returncode if self.process is not None else None
-        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         return ServerError(
-            f"tritonserver {how} {when}{self._tail_clause()}; log: {self.log_path}", self.log_path
+            f"tritonserver {exit_description(code)} {when}{self._tail_clause()}; log: {self.log_path}",
+            self.log_path,
         )
 
     def _tail_clause(self) -> str:
@@ -337,57 +313,33 @@ class TritonServer:
         if self.process.poll() is not None:
             raise self._died("while running")
 
-    def restart(self, *, force: bool = True) -> None:
-        """Stop and start again on the same repository; the client reconnects.
+    def restart(self, *, force: bool = True, options: ServerOptions | None = None) -> None:
+        """Stop and start again on the same repository (with other ``options`` if given).
 
         ``force`` (the default) skips the graceful SIGTERM: a server hung on a load ignores it anyway.
         """
         self._kill(force=force)
+        if options is not None:
+            self.options = options
         self.start()
 
     def stop(self) -> None:
-        """Stop the server and everything it started; remove the temporary folder unless a log is needed."""
-        self._kill()
-        self._cleanup()
+        """Stop the server and everything it started; remove the temporary folder unless a log is needed.
+
+        SIGINT/SIGTERM wait until this is done (they are delivered right after).
+        """
+        with signals_deferred():
+            self._kill()
+            self._cleanup()
 
     def _kill(self, *, force: bool = False) -> None:
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
             self._client = None
-        proc = self.process
-        if proc is None:
-            return
-        pgid = proc.pid  # the server leads its own session, so its group id is its pid
-        if proc.poll() is None and not force:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=self.options.exit_timeout + 2)
-        # SIGKILL whatever is left in the group (a hung server, Python-backend stubs), and reap it.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                break
-            except PermissionError:
-                break
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.2)
-            time.sleep(0.05)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        self._remove_shared_memory()
-
-    def _remove_shared_memory(self) -> None:
-        # A killed Python backend leaves its shared-memory regions behind; ours carry a unique prefix.
-        shm = Path("/dev/shm")
-        if not self._shm_prefix or not shm.is_dir():
-            return
-        for region in shm.glob(f"{self._shm_prefix}*"):
-            with contextlib.suppress(OSError):
-                region.unlink()
+        if self.process is not None:
+            stop_group(self.process, grace=self.options.exit_timeout + 2, force=force)
+        remove_shared_memory(self._shm_prefix)
 
     def _cleanup(self) -> None:
         # The stub's Python runs isolated (PYTHONDONTWRITEBYTECODE is ignored) and leaves __pycache__
@@ -397,9 +349,12 @@ class TritonServer:
                 shutil.rmtree(folder, ignore_errors=True)
         if self.workdir is None:
             return
-        if self._keep_log:
-            if self._backends is not None:
+        log_inside = self.log_path is not None and self.log_path.is_relative_to(self.workdir)
+        if self._keep_log and log_inside:
+            # Keep the log only; the copied backends folder (never a foreign install's own) goes.
+            if self._backends is not None and self._backends.is_relative_to(self.workdir):
                 shutil.rmtree(self._backends, ignore_errors=True)
+            self._backends = None
         else:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
@@ -423,31 +378,15 @@ class TritonServer:
 
     # -- log -----------------------------------------------------------------------------------------
     def log_size(self) -> int:
-        try:
-            return self.log_path.stat().st_size if self.log_path is not None else 0
-        except OSError:
-            return 0
+        return log_size(self.log_path)
 
     def log_text(self, start: int = 0) -> str:
         """The log from byte ``start`` on (take ``log_size()`` before an action to read what it logged)."""
-        if self.log_path is None:
-            return ""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(start)
-                return f.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        return log_text(self.log_path, start)
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+    def log_tail(self, lines: int = 4) -> str:
         """The last meaningful log lines joined on one line (error lines preferred)."""
-        text = self.log_text()
-        # Skip the option/model tables the server prints (rows start with '|' or '+').
-        rows = [" ".join(r.split()) for r in text.splitlines() if r.strip() and r.strip()[0] not in "+|"]
-        rows = [r for r in rows if not any(h in r.lower() for h in _HARMLESS)]
-        errors = [r for r in rows if r[:1] == "E" or "error" in r.lower()]
-        picked = (errors or rows)[-lines:]
-        return " | ".join(picked)
+        return log_tail(self.log_text(self.log_start), lines)
 
     # -- client --------------------------------------------------------------------------------------
     @property
@@ -461,41 +400,16 @@ class TritonServer:
     def try_load(self, name: str, timeout: float | None = 60.0) -> LoadOutcome:
         """Load ``name`` (explicit mode) and say how it went; never raises for a refusal.
 
-        A load that will never finish is cut short: Triton 2.51 waits forever for a Python-backend stub
-        that failed to start (a missing model.py), so when the log shows that failure for this model
-        and no answer follows within ``STUB_GRACE`` seconds, the outcome is ``timed_out`` at once.
+        A load whose Python stub failed is cut short (see ``stub_hang``); its outcome is ``timed_out``.
         Call ``restart()`` after a timed-out load: the server is stuck on it.
         """
-        client = self.client
         offset = self.log_size()
-        done: list[LoadOutcome] = []
-        worker = threading.Thread(target=lambda: done.append(load_model(client, name, timeout)), daemon=True)
-        worker.start()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        stub_failed_at: float | None = None
-        while worker.is_alive():
-            worker.join(0.2)
-            if done or not worker.is_alive():
-                break
-            now = time.monotonic()
-            if stub_failed_at is None and _stub_failed(self.log_text(offset), name):
-                stub_failed_at = now
-            if stub_failed_at is not None and now - stub_failed_at > STUB_GRACE:
-                return LoadOutcome(
-                    name, False, f"the Python-backend stub of '{name}' failed and the load hangs", True
-                )
-            if deadline is not None and now > deadline + 5:  # the client's own timeout should have fired
-                return LoadOutcome(
-                    name, False, f"no answer within {timeout:g} s while loading '{name}'", True
-                )
-            if not self.is_alive():
-                break
-        outcome = done[0] if done else None
+        outcome = watch_load(self.client, name, timeout, lambda: self.log_text(offset), self.is_alive)
         if outcome is not None and not outcome.loaded and _transport_failed(outcome.reason):
             # The connection broke: the server is most likely dying; give it a moment to be reaped.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=3)  # type: ignore[union-attr]
-        if outcome is None or (not outcome.loaded and not self.is_alive()):
+        if outcome is None or (not outcome.loaded and not outcome.timed_out and not self.is_alive()):
             raise self._died(f"while loading '{name}'")
         return outcome
 
@@ -527,9 +441,7 @@ class TritonServer:
     ) -> dict[str, np.ndarray]:
         """One request to ``name``; returns its outputs. Raises tritonclient's exception on a failure."""
         try:
-            return infer_model(
-                self.client, name, inputs, outputs=outputs, datatypes=datatypes, timeout=timeout
-            )
+            return infer_model(self.client, name, inputs, outputs=outputs, datatypes=datatypes, timeout=timeout)
         except Exception:
             self.check_alive()
             raise
@@ -542,7 +454,9 @@ def start_server(
 ) -> contextlib.AbstractContextManager[TritonServer]:
     """``with start_server(repo, mode="explicit") as server:`` a started server, stopped on leaving.
 
-    ``overrides`` are ``ServerOptions`` fields (``mode``, ``grpc_port``, ``tritonserver``, ...).
+    ``repository`` is a folder or a remote URL (``s3://bucket/prefix``, ``s3://host:port/bucket/prefix``;
+    AWS_* variables and AWS_ENDPOINT_URL are passed to the server). ``overrides`` are ``ServerOptions``
+    fields (``mode="poll"``, ``poll_seconds``, ``grpc_port``, ``tritonserver``, ...).
     """
     opts = replace(options or ServerOptions(), **overrides)
     return _running(TritonServer(repository, opts))

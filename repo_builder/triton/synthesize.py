@@ -9,6 +9,7 @@ input with dims ``[-1]``, and a ``TYPE_STRING`` input whose name mentions an ima
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 from collections.abc import Sequence
@@ -112,3 +113,20 @@ def _type_name(value: int) -> str:
     from tritonclient.grpc import model_config_pb2
 
     return model_config_pb2.DataType.Name(value)
+
+
+def sample_image(width: int = 320, height: int = 240) -> bytes:
+    """A small JPEG drawn on the spot (no file needed): gradients and a few shapes."""
+    import numpy as np  # heavy: only the demo client draws a sample image
+    from PIL import Image, ImageDraw
+
+    x = np.linspace(0, 255, width, dtype=np.float32)
+    y = np.linspace(0, 255, height, dtype=np.float32)[:, None]
+    rgb = np.stack([np.broadcast_to(x, (height, width)), np.broadcast_to(y, (height, width)), (x + y) / 2 % 256], axis=-1)
+    image = Image.fromarray(rgb.astype(np.uint8), "RGB")
+    draw = ImageDraw.Draw(image)
+    draw.ellipse((width // 4, height // 4, width // 2, height // 2), fill=(250, 40, 30))
+    draw.rectangle((width // 2, height // 2, width - 20, height - 20), fill=(20, 60, 220))
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()

@@ -1,80 +1,69 @@
 """``validate --live``: load every model into a real tritonserver and hold the offline verdict against it.
 
-Members first, then ensembles (in dependency order), one explicit-mode load each with a timeout. Triton
-2.51 hangs for good on a Python model whose ``model.py`` is missing: such a load is reported as refused,
-the server is restarted, and ensembles that need that model are reported refused without asking again.
-Each ensemble that loads gets one request synthesized from its config; whether it answered is recorded.
-
-Codes this adds to the report (``LIVE_CODES``; docs/rules.md includes them):
-
-- RB901 ``server-refused-model`` (error): the server refused the model; the message is the server's own
-  reason (for "failed to poll from model repository", the real reason from its log).
-- RB902 ``offline-live-disagreement`` (warning): the offline checks and the server disagree on the model;
-  the message says which way. The server is right: report it as a bug in the offline rule.
-- RB903 ``live-inference-failed`` (warning): the ensemble loaded but did not answer one request
-  synthesized from its config (the server's message says why; synthesized values may not suit every
-  model, e.g. an image decoder given text).
-- RB904 ``live-not-judged`` (warning): this server cannot judge the model on this machine (its backend is
-  not installed, e.g. the embedded Triton has only the Python backend, or it needs a GPU): run
-  ``validate --live --tritonserver PATH`` with a full Triton (the NGC container) on the target hardware.
+The server runs on a staged, linked copy of the repository (``triton/standin.py``), never on the
+repository itself: the Python stub's ``__pycache__`` lands in the copy, and ONNX Runtime models, which
+the embedded Triton cannot load, are served there by a stand-in that performs the ONNX Runtime backend's
+own load-time checks. Models it cannot load at all (TensorRT, other backends, an ensemble using them) are
+"not proven live" (RB904): an error unless ``allow_unproven``. Members load first, then ensembles (in
+dependency order), one explicit-mode load each with a timeout; each ensemble that loads gets one request
+synthesized from its config. Each model ends in one of: loaded, refused for a configuration or layout
+reason (RB901, with RB902 when offline said ok), failed in its own code (RB905: an exception, its process
+dying, or the server dying while running it), timed out (RB906), not proven (RB904). A server that died
+or hung is restarted for the models still to come; if none will start, they are not proven. Codes:
+``live_codes.py``. SIGTERM cleans up as Ctrl-C does.
 """
 
 from __future__ import annotations
 
-import re
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from pathlib import Path
 
+from repo_builder.errors import UserError
+from repo_builder.signals import interrupt_on_termination
+from repo_builder.triton.errors import ServerError
+from repo_builder.triton.locate import locate_tritonserver
+from repo_builder.triton.object_store import is_remote, remote_repository
+from repo_builder.triton.process import exit_description
+from repo_builder.triton.server import TritonServer, start_server
+from repo_builder.triton.server_log import explain_refusal, log_messages
+from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
+from repo_builder.validate.live_codes import (
+    DISAGREEMENT,
+    INFERENCE_FAILED,
+    LIVE_CODES,
+    MODEL_CODE_FAILED,
+    NOT_PROVEN,
+    REFUSED,
+    STAND_IN,
+    TIMED_OUT,
+    LiveCode,
+)
+from repo_builder.validate.live_infer import infer_once
+from repo_builder.validate.live_outcome import Failure, classify_crash, classify_failure
+from repo_builder.validate.live_plan import ModelRoute, Route, plan_routes, step_models
 from repo_builder.validate.records import Diagnostic, ModelEntry, Repository, Severity
 from repo_builder.validate.report import LiveResult, ModelSummary, Report
+from repo_builder.validate.report import LiveStatus as Status
 
-if TYPE_CHECKING:
-    from repo_builder.triton.server import TritonServer
+__all__ = [
+    "LIVE_CODES",
+    "LiveSettings",
+    "LiveVerdict",
+    "Status",
+    "explain_refusal",
+    "judge_repository",
+    "load_order",
+    "log_messages",
+    "merge_verdicts",
+    "validate_live",
+]
 
-
-@dataclass(frozen=True)
-class LiveCode:
-    code: str
-    rule: str
-    severity: Severity
-    doc: str
-
-
-REFUSED = LiveCode(
-    "RB901",
-    "server-refused-model",
-    Severity.ERROR,
-    "The real tritonserver refused to load the model. The message is the server's reason (from its log "
-    "when the client only hears 'failed to poll from model repository').",
-)
-DISAGREEMENT = LiveCode(
-    "RB902",
-    "offline-live-disagreement",
-    Severity.WARNING,
-    "The offline checks and the real server reached different verdicts on the model; the message says "
-    "which way. The server is the referee: an offline rule is missing or wrong.",
-)
-INFERENCE_FAILED = LiveCode(
-    "RB903",
-    "live-inference-failed",
-    Severity.WARNING,
-    "The ensemble loaded but did not answer one request whose inputs were synthesized from its config "
-    "(shapes with -1 made small, the configured data types, short text for TYPE_STRING, a tiny PNG for "
-    "encoded-image inputs).",
-)
-NOT_JUDGED = LiveCode(
-    "RB904",
-    "live-not-judged",
-    Severity.WARNING,
-    "The server at hand cannot judge the model on this machine: its backend is not installed (the "
-    "embedded Triton of nvidia-pytriton has only the Python backend) or it needs a GPU. Run validate "
-    "--live --tritonserver PATH with a full Triton on the target hardware to judge it.",
-)
-LIVE_CODES: tuple[LiveCode, ...] = (REFUSED, DISAGREEMENT, INFERENCE_FAILED, NOT_JUDGED)
-
+Progress = Callable[[str], None]
 # Refusals that say something about this machine or server build, not about the repository.
 _ENVIRONMENT_LIMITS = ("unable to find backend library", "no gpus are available", "no gpu")
-_LOG_LINE = re.compile(r'^(?P<level>[IEW])\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\]\s+"?(?P<message>.*?)"?$')
 
 
 @dataclass(frozen=True)
@@ -84,6 +73,9 @@ class LiveSettings:
     infer: bool = True  # send one synthesized request to each ensemble that loads
     strict: bool = False  # --strict: the server runs with --disable-auto-complete-config
     startup_timeout: float = 60.0
+    allow_unproven: bool = False  # models --live cannot load here are warnings, not errors
+    stand_in: bool = True  # serve ONNX Runtime models through the stand-in on the embedded Triton
+    s3_endpoint: str | None = None  # for s3:// repositories (default: $AWS_ENDPOINT_URL)
 
 
 @dataclass(frozen=True)
@@ -92,26 +84,81 @@ class LiveVerdict:
 
     result: LiveResult
     infer_error: str | None = None  # why the synthesized request failed
-    judged: bool = True  # False when the machine or server build cannot judge the model
+    waited: float | None = None  # seconds waited for a load that timed out
 
     @property
     def loaded(self) -> bool:
         return self.result.loaded
 
+    @property
+    def status(self) -> str:
+        return self.result.status
 
-def validate_live(report: Report, settings: LiveSettings) -> Report:
-    """Load the report's repository into an embedded server; return the report with live verdicts added."""
-    from repo_builder.triton.server import start_server
 
-    with start_server(
-        report.repository.root,
+def _outcome(status: str, reason: str | None = None, inferred: bool | None = None, by: str | None = None) -> LiveResult:
+    return LiveResult(status == Status.LOADED, reason, inferred, status=status, proven_by=by)
+
+
+def validate_live(report: Report, settings: LiveSettings, progress: Progress | None = None) -> Report:
+    """Load the report's repository into a real server; return the report with live verdicts added.
+
+    A local repository is served from a staged copy (it is never written to); an ``s3://`` one is read
+    by the server directly (``Repository.location``). SIGTERM is handled as Ctrl-C: the server, its
+    stubs and the stage are removed before ``KeyboardInterrupt`` propagates. ``progress`` gets plain
+    lines: one as each model's load starts (``live: loading NAME ...``), one as its verdict comes in
+    (``live: NAME: STATUS``).
+    """
+    repository = report.repository
+    location = repository.location if is_remote(repository.location) else None
+    with interrupt_on_termination():
+        if location is not None:
+            remote = remote_repository(location, settings.s3_endpoint)
+            with _server(remote.url, settings, remote.environment) as server:
+                routes = plan_routes(repository, embedded=_embedded(server), remote=True)
+                verdicts = judge_repository(server, repository, settings, routes, progress)
+            return merge_verdicts(report, verdicts, allow_unproven=settings.allow_unproven)
+        verdicts = _judge_local(repository, settings, progress)
+    return merge_verdicts(report, verdicts, allow_unproven=settings.allow_unproven)
+
+
+def _judge_local(repository: Repository, settings: LiveSettings, progress: Progress | None) -> dict[str, LiveVerdict]:
+    # Stand-ins only for the embedded Triton: a full Triton (--tritonserver, or one on PATH) loads the
+    # ONNX Runtime models itself, from an unchanged copy.
+    embedded = locate_tritonserver(settings.tritonserver).bundled
+    routes = plan_routes(repository, embedded=embedded and settings.stand_in)
+    stand_ins = [StandIn(r.name) for r in routes.values() if r.route == Route.STAND_IN]
+    staged = stage_repository(repository.root, stand_ins)
+    try:
+        with _server(staged.path, settings) as server:
+            routes = _unstaged(routes, staged.stand_ins)
+            return judge_repository(server, repository, settings, routes, progress)
+    finally:
+        remove_stage(staged)
+
+
+def _unstaged(routes: dict[str, ModelRoute], staged: tuple[str, ...]) -> dict[str, ModelRoute]:
+    """A stand-in the stage could not install (its config does not parse): load as it is, let it refuse."""
+    return {
+        n: (replace(r, route=Route.LOAD) if r.route == Route.STAND_IN and n not in staged else r)
+        for n, r in routes.items()
+    }
+
+
+def _server(
+    repository: Path | str, settings: LiveSettings, environment: tuple[tuple[str, str], ...] = ()
+) -> AbstractContextManager[TritonServer]:
+    return start_server(
+        repository,
         mode="explicit",
+        environment=environment,
         tritonserver=settings.tritonserver,
         strict=settings.strict,
         startup_timeout=settings.startup_timeout,
-    ) as server:
-        verdicts = judge_repository(server, report.repository, settings)
-    return merge_verdicts(report, verdicts)
+    )
+
+
+def _embedded(server: TritonServer) -> bool:
+    return server.install is not None and server.install.bundled
 
 
 def load_order(repository: Repository) -> list[ModelEntry]:
@@ -132,12 +179,6 @@ def load_order(repository: Repository) -> list[ModelEntry]:
     return members + ordered
 
 
-def step_models(model: ModelEntry) -> set[str]:
-    if model.config is None:
-        return set()
-    return {s.model_name for s in model.config.ensemble_scheduling.step}
-
-
 def _needs(model: ModelEntry, repository: Repository, names: set[str]) -> str | None:
     """The first model of ``names`` that ``model`` uses, directly or through other ensembles."""
     seen: set[str] = set()
@@ -155,35 +196,8 @@ def _needs(model: ModelEntry, repository: Repository, names: set[str]) -> str | 
     return None
 
 
-def log_messages(text: str, levels: str = "EW") -> list[str]:
-    """The messages of a tritonserver log excerpt's lines of the given levels (I, W, E)."""
-    out = []
-    for line in text.splitlines():
-        match = _LOG_LINE.match(line.strip())
-        if match and match.group("level") in levels:
-            out.append(match.group("message").replace('\\"', '"'))
-    return out
-
-
-def explain_refusal(message: str | None, log_text: str, name: str) -> str:
-    """The server's reason: its load error, or, when that only says 'failed to poll', the log's."""
-    message = (message or "").strip()
-    if not message or "failed to poll from model repository" in message:
-        for entry in log_messages(log_text):
-            prefix = f"Poll failed for model directory '{name}': "
-            if entry.startswith(prefix):
-                return entry[len(prefix) :]
-        for entry in log_messages(log_text):
-            if f"'{name}'" in entry and "ignore version directory" not in entry:
-                return entry
-    message = message.removeprefix(f"load failed for model '{name}': ").rstrip("; ")
-    return message or f"failed to load '{name}' (no reason in the log)"
-
-
 def _hang_reason(said: str | None, log_text: str) -> str:
-    logged = [
-        e for e in log_messages(log_text, "IEW") if "preinitialize" in e.lower() or "not found" in e.lower()
-    ]
+    logged = [e for e in log_messages(log_text, "IEW") if "preinitialize" in e.lower() or "not found" in e.lower()]
     why = f"; the server logged: {logged[-1].strip()}" if logged else ""
     return f"{said or 'the load did not finish'} (the server was restarted){why}"
 
@@ -193,86 +207,123 @@ def _environment_limited(reason: str | None) -> bool:
     return any(s in lower for s in _ENVIRONMENT_LIMITS)
 
 
+def _status(kind: Failure) -> str:
+    return Status.MODEL_CODE_FAILED if kind == Failure.MODEL_CODE else Status.REFUSED
+
+
+class _Judge:
+    """Loads models one by one into ``server``; remembers which ones hung or crashed it."""
+
+    def __init__(self, server: TritonServer, repository: Repository, settings: LiveSettings) -> None:
+        self.server, self.repository, self.settings = server, repository, settings
+        self.stuck: dict[str, str] = {}  # model -> "hung" / "timed out" / "crashed the server"
+        self.down: str | None = None  # why no server is left to load the remaining models
+
+    def _restart(self, after: str, what: str) -> None:
+        """A fresh server for the models still to come; if none will start, they are not proven."""
+        try:
+            self.server.restart()
+        except (ServerError, UserError) as exc:  # UserError: the staged copy is gone
+            self.down = f"tritonserver could not be restarted after '{after}' {what}: {exc}"
+
+    def blocked(self, model: ModelEntry) -> LiveVerdict | None:
+        if self.down is not None:
+            return LiveVerdict(_outcome(Status.NOT_PROVEN, self.down))
+        if not model.is_ensemble or (member := _needs(model, self.repository, set(self.stuck))) is None:
+            return None
+        reason = (
+            f"ensemble '{model.name}' depends on '{member}' which has no loaded version: its load "
+            f"{self.stuck[member]} (not tried again)"
+        )
+        return LiveVerdict(_outcome(Status.REFUSED, reason))
+
+    def load(self, model: ModelEntry, route: ModelRoute) -> LiveVerdict:
+        name, server = model.name, self.server
+        offset, started = server.log_size(), time.monotonic()
+        try:
+            outcome = server.try_load(name, self.settings.load_timeout)
+        except ServerError:
+            return self._crashed(name, offset)
+        except (UnicodeError, ValueError) as exc:  # a name gRPC cannot carry
+            return LiveVerdict(_outcome(Status.REFUSED, f"cannot ask the server about '{name}': {exc}"))
+        log_text = server.log_text(offset)
+        if outcome.timed_out:
+            return self._timed_out(name, outcome.reason, log_text, time.monotonic() - started)
+        if not outcome.loaded:
+            return self._refused(explain_refusal(outcome.reason, log_text, name), log_text)
+        by = "stand-in" if route.route == Route.STAND_IN else "server"
+        inferred, infer_error = None, None
+        if model.is_ensemble and self.settings.infer and model.config is not None:
+            inferred, infer_error = infer_once(server, model)
+            if not server.is_alive():
+                self._restart(name, "crashed the server answering a request")
+        return LiveVerdict(_outcome(Status.LOADED, None, inferred, by), infer_error)
+
+    def _crashed(self, name: str, offset: int) -> LiveVerdict:
+        """The server died on this model: read why before a fresh one (with a new log) takes over."""
+        log_text = self.server.log_text(offset)
+        process = self.server.process
+        kind, detail = classify_crash(exit_description(process.returncode if process else None), log_text)
+        self.stuck[name] = "crashed the server"
+        self._restart(name, self.stuck[name])
+        return LiveVerdict(_outcome(_status(kind), detail))
+
+    def _timed_out(self, name: str, said: str | None, log_text: str, waited: float) -> LiveVerdict:
+        hung = said is not None and "stub" in said  # 2.51's hang on a failed stub: a layout problem
+        self.stuck[name] = "hung" if hung else "timed out"
+        self._restart(name, self.stuck[name])
+        if hung:
+            return LiveVerdict(_outcome(Status.REFUSED, _hang_reason(said, log_text)))
+        reason = (
+            f"'{name}' did not finish loading: waited {waited:.0f} s (--load-timeout "
+            f"{self.settings.load_timeout:g}); the server was restarted"
+        )
+        return LiveVerdict(_outcome(Status.TIMED_OUT, reason), waited=waited)
+
+    def _refused(self, reason: str, log_text: str) -> LiveVerdict:
+        if _environment_limited(reason):
+            return LiveVerdict(_outcome(Status.NOT_PROVEN, f"this server cannot load it here: {reason}"))
+        kind, message = classify_failure(reason, log_text)
+        return LiveVerdict(_outcome(_status(kind), message))
+
+
 def judge_repository(
-    server: TritonServer, repository: Repository, settings: LiveSettings
+    server: TritonServer,
+    repository: Repository,
+    settings: LiveSettings,
+    routes: dict[str, ModelRoute] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, LiveVerdict]:
     """Load every model of ``repository`` into ``server`` (a started ``TritonServer`` in explicit mode).
 
-    The server's repository must be ``repository.root``. Models stay loaded afterwards.
+    The server's repository must hold ``repository``'s models (the staged copy for stand-ins). ``routes``
+    (default: load everything) says which models are not proven here and are not tried. Models stay loaded.
     """
-    from repo_builder.triton.server import ServerError
-
+    judge = _Judge(server, repository, settings)
     verdicts: dict[str, LiveVerdict] = {}
-    # Models whose load hung or crashed the server: an ensemble using one would do it again.
-    stuck: dict[str, str] = {}
     for model in load_order(repository):
-        name = model.name
-        if model.is_ensemble and (member := _needs(model, repository, set(stuck))) is not None:
-            reason = (
-                f"ensemble '{name}' depends on '{member}' which has no loaded version: its load "
-                f"{stuck[member]} (not tried again)"
-            )
-            verdicts[name] = LiveVerdict(LiveResult(False, reason, None))
-            continue
-        offset = server.log_size()
-        try:
-            outcome = server.try_load(name, settings.load_timeout)
-        except ServerError as exc:
-            # The server crashed on this model: that is a refusal too; carry on with a fresh one.
-            verdicts[name] = LiveVerdict(
-                LiveResult(False, f"tritonserver died while loading it: {exc}", None)
-            )
-            stuck[name] = "crashed the server"
-            server.restart()
-            continue
-        except (UnicodeError, ValueError) as exc:  # a name gRPC cannot carry
-            verdicts[name] = LiveVerdict(LiveResult(False, f"cannot ask the server about '{name}': {exc}"))
-            continue
-        log_text = server.log_text(offset)
-        if outcome.timed_out:
-            stuck[name] = "hung"
-            verdicts[name] = LiveVerdict(LiveResult(False, _hang_reason(outcome.reason, log_text)))
-            server.restart()
-            continue
-        if not outcome.loaded:
-            reason = explain_refusal(outcome.reason, log_text, name)
-            verdicts[name] = LiveVerdict(
-                LiveResult(False, reason, None), judged=not _environment_limited(reason)
-            )
-            continue
-        inferred, infer_error = None, None
-        if model.is_ensemble and settings.infer and model.config is not None:
-            inferred, infer_error = infer_once(server, model)
-            if not server.is_alive():
-                server.restart()
-        verdicts[name] = LiveVerdict(LiveResult(True, None, inferred), infer_error)
+        route = (routes or {}).get(model.name) or ModelRoute(model.name, Route.LOAD, None)
+        verdicts[model.name] = _judge_one(judge, model, route, progress or _silent)
     return verdicts
 
 
-def infer_once(server: TritonServer, model: ModelEntry) -> tuple[bool, str | None]:
-    """Send one synthesized request; (answered, the server's message when it did not)."""
-    from repo_builder.triton.client import error_text
-    from repo_builder.triton.server import ServerError
-    from repo_builder.triton.synthesize import synthesize_inputs
-
-    inputs = synthesize_inputs(model.config)
-    try:
-        server.infer(
-            model.name,
-            {i.name: i.array for i in inputs},
-            datatypes={i.name: i.wire for i in inputs},
-            timeout=60.0,
-        )
-    except ServerError as exc:
-        return False, f"tritonserver died while answering: {exc}"
-    except Exception as exc:
-        return False, error_text(exc)
-    return True, None
+def _silent(_: str) -> None:
+    pass
 
 
-def _diagnostic(
-    code: LiveCode, model: ModelEntry, message: str, severity: Severity | None = None
-) -> Diagnostic:
+def _judge_one(judge: _Judge, model: ModelEntry, route: ModelRoute, progress: Progress) -> LiveVerdict:
+    if route.route == Route.UNPROVEN:
+        verdict = LiveVerdict(_outcome(Status.NOT_PROVEN, route.reason))
+    elif (blocked := judge.blocked(model)) is not None:
+        verdict = blocked
+    else:
+        progress(f"live: loading {model.name} ...")  # a load may take up to --load-timeout
+        verdict = judge.load(model, route)
+    progress(f"live: {model.name}: {verdict.result.verdict_text}")
+    return verdict
+
+
+def _diagnostic(code: LiveCode, model: ModelEntry, message: str, severity: Severity | None = None) -> Diagnostic:
     path = model.config_path if model.has_config_file else model.path
     try:
         relative = str(path.relative_to(model.path.parent))
@@ -288,8 +339,45 @@ def _diagnostic(
     )
 
 
-def merge_verdicts(report: Report, verdicts: dict[str, LiveVerdict]) -> Report:
-    """A new report: each model summary gains ``live``; refusals and disagreements become diagnostics."""
+def _verdict_diagnostics(summary: ModelSummary, model: ModelEntry, verdict: LiveVerdict, allow_unproven: bool, report: Report) -> list[Diagnostic]:
+    reason = verdict.result.reason or "no reason given"
+    status = verdict.status
+    if status == Status.NOT_PROVEN:
+        level = Severity.WARNING if allow_unproven else None
+        return [_diagnostic(NOT_PROVEN, model, f"not proven live: {reason}", level)]
+    if status == Status.MODEL_CODE_FAILED:
+        return [_diagnostic(MODEL_CODE_FAILED, model, f"'{summary.name}' failed in its own code while loading: {reason}")]
+    if status == Status.TIMED_OUT:
+        return [_diagnostic(TIMED_OUT, model, reason)]
+    out = []
+    if status == Status.REFUSED:
+        out.append(_diagnostic(REFUSED, model, f"tritonserver refused model '{summary.name}': {reason}"))
+    if verdict.loaded != summary.ok:
+        out.append(_diagnostic(DISAGREEMENT, model, disagreement_message(report, summary, verdict)))
+    if verdict.result.proven_by == "stand-in":
+        out.append(_diagnostic(STAND_IN, model, f"'{summary.name}' was proven through the ONNX Runtime stand-in"))
+    if verdict.result.inferred is False:
+        out.append(
+            _diagnostic(
+                INFERENCE_FAILED,
+                model,
+                f"ensemble '{summary.name}' loaded but did not answer a synthesized request: "
+                f"{verdict.infer_error or 'no reason given'}",
+            )
+        )
+    return out
+
+
+def _summary_ok(summary: ModelSummary, verdict: LiveVerdict, allow_unproven: bool) -> bool:
+    """A model is ok only if the server loaded it (or, with ``allow_unproven``, it could not try)."""
+    if verdict.status == Status.NOT_PROVEN:
+        return summary.ok and allow_unproven
+    return summary.ok and verdict.loaded
+
+
+def merge_verdicts(report: Report, verdicts: dict[str, LiveVerdict], *, allow_unproven: bool = False) -> Report:
+    """A new report: each model summary gains ``live`` (and is not ok unless the server loaded it);
+    refusals, failures, timeouts, unproven models and disagreements become diagnostics."""
     added: list[Diagnostic] = []
     summaries: list[ModelSummary] = []
     for summary in report.models:
@@ -298,26 +386,8 @@ def merge_verdicts(report: Report, verdicts: dict[str, LiveVerdict]) -> Report:
         if verdict is None or model is None:
             summaries.append(summary)
             continue
-        summaries.append(replace(summary, live=verdict.result))
-        reason = verdict.result.reason or "no reason given"
-        if not verdict.judged:
-            added.append(_diagnostic(NOT_JUDGED, model, f"not judged live: {reason}"))
-            continue
-        if not verdict.loaded:
-            added.append(
-                _diagnostic(REFUSED, model, f"tritonserver refused model '{summary.name}': {reason}")
-            )
-        if verdict.loaded != summary.ok:
-            added.append(_diagnostic(DISAGREEMENT, model, disagreement_message(report, summary, verdict)))
-        if verdict.result.inferred is False:
-            added.append(
-                _diagnostic(
-                    INFERENCE_FAILED,
-                    model,
-                    f"ensemble '{summary.name}' loaded but did not answer a synthesized request: "
-                    f"{verdict.infer_error or 'no reason given'}",
-                )
-            )
+        added.extend(_verdict_diagnostics(summary, model, verdict, allow_unproven, report))
+        summaries.append(replace(summary, live=verdict.result, ok=_summary_ok(summary, verdict, allow_unproven)))
     order = {m.name: i for i, m in enumerate(report.repository.models)}
     diagnostics = sorted([*report.diagnostics, *added], key=lambda d: (order.get(d.model or "", -1), d.code))
     return replace(report, diagnostics=tuple(diagnostics), models=tuple(summaries))
@@ -326,10 +396,7 @@ def merge_verdicts(report: Report, verdicts: dict[str, LiveVerdict]) -> Report:
 def disagreement_message(report: Report, summary: ModelSummary, verdict: LiveVerdict) -> str:
     if verdict.loaded:
         codes = sorted({d.code for d in report.for_model(summary.name) if d.severity == Severity.ERROR})
-        return (
-            f"the offline checks refused '{summary.name}' ({', '.join(codes) or 'error'}) "
-            "but the server loaded it"
-        )
+        return f"the offline checks refused '{summary.name}' ({', '.join(codes) or 'error'}) but the server loaded it"
     return (
         f"the offline checks passed '{summary.name}' but the server refused it: "
         f"{verdict.result.reason or 'no reason given'}"

@@ -19,6 +19,7 @@ from triton_repo_factory import GENERIC_MODEL_PY
 from repo_builder.triton.server import TritonServer
 from repo_builder.validate.engine import validate_repository
 from repo_builder.validate.live import LiveSettings, judge_repository
+from repo_builder.validate.records import ValidateOptions
 from repo_builder.validate.scan import scan_repository
 
 DTYPES = ("TYPE_FP32", "TYPE_INT32", "TYPE_STRING")
@@ -135,27 +136,36 @@ def _tensor(name: str, dtype: str | None, dims: tuple[int, ...] | None, extra: s
     return "{ " + " ".join(parts) + " }"
 
 
-def model_config(m: ModelCase) -> str:
-    mut = m.mutation
-    mbs = -1 if mut == "negative_max_batch_size" else m.max_batch_size
-    head = 'backend: "python"\n'
-    if mut == "name_mismatch":
-        head = f'name: "{m.name}_other"\n' + head
-    if mut == "platform_onnx_backend_python":
-        head = 'platform: "onnxruntime_onnx"\n' + head
-    if mut == "platform_ensemble_with_model_py":
-        head = 'platform: "ensemble"\n'
-    in_dtype: str | None = m.in_dtype
-    in_dims: tuple[int, ...] | None = m.in_dims
+# Mutations that only append a fixed block to the model's config.
+_MODEL_TAILS = {
+    "dynamic_batching": "dynamic_batching { }\n",
+    "kind_gpu": "instance_group [{ kind: KIND_GPU }]\n",
+    "kind_cpu_two": "instance_group [{ count: 2 kind: KIND_CPU }]\n",
+    "policy_specific_missing": "version_policy { specific { versions: [3] } }\n",
+    "policy_specific_present": "version_policy { specific { versions: [1] } }\n",
+    "policy_all": "version_policy { all { } }\n",
+    "default_model_filename_missing": 'default_model_filename: "other.py"\n',
+    "default_model_filename_present": 'default_model_filename: "other.py"\n',
+    "policy_latest_zero": "version_policy { latest { num_versions: 0 } }\n",
+    "kind_model": "instance_group [{ kind: KIND_MODEL }]\n",
+    "kind_cpu_with_gpus": "instance_group [{ kind: KIND_CPU gpus: [0] }]\n",
+    "kind_cpu_zero": "instance_group [{ count: 0 kind: KIND_CPU }]\n",
+    "response_cache": "response_cache { enable: true }\n",
+    "parse_error": "max_batch_size: oops\n",
+}
+_MODEL_HEADS = {
+    "name_mismatch": lambda m: f'name: "{m.name}_other"\nbackend: "python"\n',
+    "platform_onnx_backend_python": lambda m: 'platform: "onnxruntime_onnx"\nbackend: "python"\n',
+    "platform_ensemble_with_model_py": lambda m: 'platform: "ensemble"\n',
+}
+_INPUT_DIMS = {"missing_dims": None, "dim_zero": (0,), "dim_minus_two": (-2,)}
+
+
+def _model_input(m: ModelCase) -> str:
+    mut = m.mutation or ""
+    dtype = None if mut == "missing_data_type" else m.in_dtype
+    dims = _INPUT_DIMS.get(mut, m.in_dims)  # missing_dims maps to None on purpose
     extra = ""
-    if mut == "missing_data_type":
-        in_dtype = None
-    if mut == "missing_dims":
-        in_dims = None
-    if mut == "dim_zero":
-        in_dims = (0,)
-    if mut == "dim_minus_two":
-        in_dims = (-2,)
     if mut == "reshape_bad":
         extra = "reshape { shape: [7, 5] }"
     if mut == "reshape_ok" and -1 not in m.in_dims:
@@ -163,46 +173,24 @@ def model_config(m: ModelCase) -> str:
         for d in m.in_dims:
             size *= d
         extra = f"reshape {{ shape: [{size}] }}"
-    inputs = [_tensor("INPUT0", in_dtype, in_dims, extra)]
-    if mut == "duplicate_input":
-        inputs.append(_tensor("INPUT0", m.in_dtype, m.in_dims))
-    out_name = "INPUT0" if mut == "input_output_same_name" else "OUTPUT0"
-    out_dtype: str | None = None if mut == "output_missing_data_type" else m.out_dtype
-    text = head + f"max_batch_size: {mbs}\n"
-    if mut != "no_inputs":
-        text += "input [\n  " + ",\n  ".join(inputs) + "\n]\n"
-    text += f"output [\n  {_tensor(out_name, out_dtype, m.out_dims)}\n]\n"
-    if mut == "dynamic_batching":
-        text += "dynamic_batching { }\n"
-    if mut == "preferred_too_big":
-        text += f"dynamic_batching {{ preferred_batch_size: [{max(m.max_batch_size, 1) * 2}] }}\n"
-    if mut == "preferred_ok":
-        text += f"dynamic_batching {{ preferred_batch_size: [{max(m.max_batch_size, 1)}] }}\n"
-    if mut == "kind_gpu":
-        text += "instance_group [{ kind: KIND_GPU }]\n"
-    if mut == "kind_cpu_two":
-        text += "instance_group [{ count: 2 kind: KIND_CPU }]\n"
-    if mut == "policy_specific_missing":
-        text += "version_policy { specific { versions: [3] } }\n"
-    if mut == "policy_specific_present":
-        text += "version_policy { specific { versions: [1] } }\n"
-    if mut == "policy_all":
-        text += "version_policy { all { } }\n"
-    if mut in ("default_model_filename_missing", "default_model_filename_present"):
-        text += 'default_model_filename: "other.py"\n'
-    if mut == "policy_latest_zero":
-        text += "version_policy { latest { num_versions: 0 } }\n"
-    if mut == "kind_model":
-        text += "instance_group [{ kind: KIND_MODEL }]\n"
-    if mut == "kind_cpu_with_gpus":
-        text += "instance_group [{ kind: KIND_CPU gpus: [0] }]\n"
-    if mut == "kind_cpu_zero":
-        text += "instance_group [{ count: 0 kind: KIND_CPU }]\n"
+    return _tensor("INPUT0", dtype, dims, extra)
+
+
+def _preferred_tail(m: ModelCase) -> str:
+    if m.mutation == "preferred_too_big":
+        return f"dynamic_batching {{ preferred_batch_size: [{max(m.max_batch_size, 1) * 2}] }}\n"
+    if m.mutation == "preferred_ok":
+        return f"dynamic_batching {{ preferred_batch_size: [{max(m.max_batch_size, 1)}] }}\n"
+    return ""
+
+
+def _warmup_tail(m: ModelCase) -> str:
+    mut = m.mutation
     if mut in ("warmup_bad_input", "warmup_ok"):
         name = "NOPE" if mut == "warmup_bad_input" else "INPUT0"
         dims = _dims(tuple(1 if d < 0 else d for d in m.in_dims))
         batch = "batch_size: 1 " if m.max_batch_size > 0 else ""
-        text += (
+        return (
             f'model_warmup [{{ name: "w" {batch}inputs {{ key: "{name}" value: '
             f"{{ data_type: {m.in_dtype} dims: [{dims}] zero_data: true }} }} }}]\n"
         )
@@ -214,15 +202,28 @@ def model_config(m: ModelCase) -> str:
             dtype = "TYPE_FP32" if m.in_dtype == "TYPE_INT32" else "TYPE_INT32"
         else:
             fixed += (2,)  # one dimension too many never matches, -1 or not
-        text += (
+        return (
             'model_warmup [{ name: "w" batch_size: 1 inputs { key: "INPUT0" value: '
             f"{{ data_type: {dtype} dims: [{_dims(fixed)}] random_data: true }} }} }}]\n"
         )
-    if mut == "response_cache":
-        text += "response_cache { enable: true }\n"
-    if mut == "parse_error":
-        text += "max_batch_size: oops\n"
-    return text
+    return ""
+
+
+def model_config(m: ModelCase) -> str:
+    mut = m.mutation or ""
+    mbs = -1 if mut == "negative_max_batch_size" else m.max_batch_size
+    head = _MODEL_HEADS[mut](m) if mut in _MODEL_HEADS else 'backend: "python"\n'
+    inputs = [_model_input(m)]
+    if mut == "duplicate_input":
+        inputs.append(_tensor("INPUT0", m.in_dtype, m.in_dims))
+    out_name = "INPUT0" if mut == "input_output_same_name" else "OUTPUT0"
+    out_dtype: str | None = None if mut == "output_missing_data_type" else m.out_dtype
+    text = head + f"max_batch_size: {mbs}\n"
+    if mut != "no_inputs":
+        text += "input [\n  " + ",\n  ".join(inputs) + "\n]\n"
+    text += f"output [\n  {_tensor(out_name, out_dtype, m.out_dims)}\n]\n"
+    # One mutation per model: at most one of these adds anything.
+    return text + _preferred_tail(m) + _MODEL_TAILS.get(mut, "") + _warmup_tail(m)
 
 
 def write_model(root: Path, m: ModelCase) -> None:
@@ -262,18 +263,23 @@ def _batch_dims(model: ModelCase, dims: tuple[int, ...], ensemble_mbs: int) -> t
     return (-1, *dims) if ensemble_mbs == 0 and model.max_batch_size > 0 else dims
 
 
-def ensemble_config(e: EnsembleCase, models: dict[str, ModelCase]) -> str:
-    mut = e.mutation
-    members = [models[n] for n in e.members if n in models]
-    first, last = members[0], members[-1]
+_STEP_VERSIONS = {"version_missing": " model_version: 7", "version_omitted": "", "version_one": " model_version: 1"}
+_ENSEMBLE_TAILS = {"instance_group": "instance_group [{ kind: KIND_CPU }]\n", "dynamic_batching": "dynamic_batching { }\n"}
+
+
+def _ensemble_batch(e: EnsembleCase, members: list[ModelCase]) -> int:
     batching = [m.max_batch_size for m in members]
     mbs = min(batching) if all(b > 0 for b in batching) else 0
-    if mut == "max_batch_size_too_big":
+    if e.mutation == "max_batch_size_too_big":
         mbs = max(batching) * 2 if max(batching) > 0 else 4
-    if mut == "max_batch_size_smaller" and mbs > 1:
+    if e.mutation == "max_batch_size_smaller" and mbs > 1:
         mbs -= 1
+    return mbs
+
+
+def _ensemble_io(e: EnsembleCase, members: list[ModelCase], mbs: int) -> tuple[list[str], list[str]]:
+    mut, first, last = e.mutation, members[0], members[-1]
     in_dtype, in_dims = first.in_dtype, _batch_dims(first, first.in_dims, mbs)
-    out_dtype, out_dims = last.out_dtype, _batch_dims(last, last.out_dims, mbs)
     if mut == "dtype_mismatch":
         in_dtype = "TYPE_INT64"
     if mut == "shape_mismatch":
@@ -281,48 +287,53 @@ def ensemble_config(e: EnsembleCase, models: dict[str, ModelCase]) -> str:
     inputs = [_tensor("E_IN", in_dtype, in_dims)]
     if mut == "unused_input":
         inputs.append(_tensor("E_UNUSED", "TYPE_FP32", (4,)))
-    outputs = [_tensor("E_OUT", out_dtype, out_dims)]
-    steps = []
+    return inputs, [_tensor("E_OUT", last.out_dtype, _batch_dims(last, last.out_dims, mbs))]
+
+
+def _step_names(e: EnsembleCase) -> list[str]:
     names = list(e.members)
-    if mut == "missing_member":
+    if e.mutation == "missing_member":
         names[-1] = names[-1] + "_absent"
-    if mut == "self_reference":
+    if e.mutation == "self_reference":
         names[-1] = e.name
+    return names
+
+
+def _steps(e: EnsembleCase, names: list[str]) -> list[str]:
+    mut, last = e.mutation, len(names) - 1
+    version = _STEP_VERSIONS.get(mut or "", " model_version: -1")
+    steps = []
     for i, name in enumerate(names):
         src = "E_IN" if i == 0 else f"T{i}"
-        dst = "E_OUT" if i == len(names) - 1 else f"T{i + 1}"
-        if mut == "unwritten_output" and i == len(names) - 1:
+        dst = "E_OUT" if i == last else f"T{i + 1}"
+        if mut == "unwritten_output" and i == last:
             dst = "E_SIDE"
         in_key = "WRONG" if mut == "bad_input_key" and i == 0 else "INPUT0"
-        out_key = "WRONG" if mut == "bad_output_key" and i == len(names) - 1 else "OUTPUT0"
-        version = {
-            "version_missing": " model_version: 7",
-            "version_omitted": "",
-            "version_one": " model_version: 1",
-        }
-        v = version.get(mut or "", " model_version: -1")
+        out_key = "WRONG" if mut == "bad_output_key" and i == last else "OUTPUT0"
         steps.append(
-            f'{{ model_name: "{name}"{v} input_map {{ key: "{in_key}" value: "{src}" }}'
+            f'{{ model_name: "{name}"{version} input_map {{ key: "{in_key}" value: "{src}" }}'
             f' output_map {{ key: "{out_key}" value: "{dst}" }} }}'
         )
     if mut == "output_mapped_twice":
-        name = names[-1]
         steps.append(
-            f'{{ model_name: "{name}" model_version: -1 input_map {{ key: "INPUT0" value: "E_IN" }}'
+            f'{{ model_name: "{names[-1]}" model_version: -1 input_map {{ key: "INPUT0" value: "E_IN" }}'
             f' output_map {{ key: "OUTPUT0" value: "E_OUT" }} }}'
         )
+    return steps
+
+
+def ensemble_config(e: EnsembleCase, models: dict[str, ModelCase]) -> str:
+    members = [models[n] for n in e.members if n in models]
+    mbs = _ensemble_batch(e, members)
+    inputs, outputs = _ensemble_io(e, members, mbs)
     text = f'platform: "ensemble"\nmax_batch_size: {mbs}\n'
     text += "input [\n  " + ",\n  ".join(inputs) + "\n]\n"
     text += "output [\n  " + ",\n  ".join(outputs) + "\n]\n"
-    if mut == "instance_group":
-        text += "instance_group [{ kind: KIND_CPU }]\n"
-    if mut == "dynamic_batching":
-        text += "dynamic_batching { }\n"
-    if mut == "no_steps":
-        text += "ensemble_scheduling { }\n"
-    else:
-        text += "ensemble_scheduling {\n  step [\n    " + ",\n    ".join(steps) + "\n  ]\n}\n"
-    return text
+    text += _ENSEMBLE_TAILS.get(e.mutation or "", "")
+    if e.mutation == "no_steps":
+        return text + "ensemble_scheduling { }\n"
+    steps = _steps(e, _step_names(e))
+    return text + "ensemble_scheduling {\n  step [\n    " + ",\n    ".join(steps) + "\n  ]\n}\n"
 
 
 def write_ensemble_case(root: Path, e: EnsembleCase, models: dict[str, ModelCase]) -> None:
@@ -403,7 +414,8 @@ def judge_folder(server: TritonServer, root: Path, load_timeout: float = 30.0) -
 
     Leaves nothing loaded, so the next case starts clean on the same server.
     """
-    report = validate_repository(root)
+    # The referee is this machine (no GPU): judge offline for the same target, not the default GPU fleet.
+    report = validate_repository(root, ValidateOptions(gpu_present=False))
     verdicts = judge_repository(
         server, scan_repository(root), LiveSettings(load_timeout=load_timeout, infer=False)
     )

@@ -10,6 +10,7 @@ from triton_repo_factory import (
     Ensemble,
     Step,
     Tensor,
+    slow_model_py,
     write_double_repository,
     write_ensemble,
     write_python_model,
@@ -22,17 +23,7 @@ from repo_builder.validate.scan import scan_repository
 
 pytestmark = pytest.mark.triton
 
-SLOW_MODEL_PY = """
-import time
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        time.sleep(120)
-
-    def execute(self, requests):
-        return []
-"""
+SLOW_MODEL_PY = slow_model_py(120)
 
 
 def _codes(report, model: str) -> set[str]:
@@ -131,10 +122,12 @@ def test_validate_live_reports_refusal_and_restarts_when_load_hangs_or_crashes(t
     assert "restarted" in (hung.reason or "")
     assert "model file not found" in (hung.reason or "")  # the stub's own words, from the log
     slow = live["a_slow"]
-    assert slow is not None and not slow.loaded and "no answer within 5 s" in (slow.reason or "")
+    assert slow is not None and not slow.loaded and "--load-timeout 5" in (slow.reason or "")
+    assert "waited" in (slow.reason or "")
     crash = live["a_crash"]
     assert crash is not None and not crash.loaded and "died while loading" in (crash.reason or "")
     assert live["b_fine"] is not None and live["b_fine"].loaded  # the restarted server went on
     ensemble = live["c_uses_hung"]
     assert ensemble is not None and not ensemble.loaded and "a_no_model_py" in (ensemble.reason or "")
     assert "RB901" in _codes(report, "a_no_model_py")
+    assert _codes(report, "a_slow") == {"RB906"}  # a slow load: timed out, neither refused nor a disagreement

@@ -82,3 +82,27 @@ def test_serve_exits_with_one_line_error_when_path_missing(tmp_path: Path) -> No
     )
     assert done.returncode == 2
     assert done.stderr.strip().startswith("error:") and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        (["--grpc-port", "8100", "--http-port", "8100"], "--grpc-port and --http-port are both 8100", 2),
+        (["--host", "not a host"], "--host 'not a host'", 2),
+        (["--load-timeout", "-1"], "--load-timeout -1", 2),
+        (["--tritonserver", "/bin/false"], "tritonserver exited with code 1 during start-up", 3),
+    ],
+)
+def test_serve_exits_with_one_line_error_when_options_are_wrong(
+    tmp_path: Path, args: list[str], message: str, code: int
+) -> None:
+    repo = write_double_repository(tmp_path / "repo")
+    done = subprocess.run(
+        [sys.executable, "-m", "repo_builder", "serve", str(repo), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip().startswith("error:") and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert message in done.stderr

@@ -82,6 +82,22 @@ class TritonPythonModel:
 """
 
 
+
+def slow_model_py(seconds: float) -> str:
+    """A Python model whose ``initialize`` sleeps ``seconds``: a load in progress, or one past a timeout."""
+    return f"""
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep({seconds:g})
+
+    def execute(self, requests):
+        return []
+"""
+
+
 @dataclass(frozen=True)
 class Tensor:
     name: str
