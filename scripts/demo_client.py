@@ -47,7 +47,7 @@ def main() -> int:
             sys.exit(f"error: --image {args.image}: {exc.strerror}")
         source = str(args.image)
     else:
-        from repo_builder.repository.verify_build import sample_image
+        from repo_builder.triton.synthesize import sample_image
 
         data, source = sample_image(), "a drawn 320x240 JPEG"
     client = grpcclient.InferenceServerClient(args.url)

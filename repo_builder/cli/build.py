@@ -1,117 +1,169 @@
-"""``repo-builder build resnet50|text-classifier``: a complete, versioned Triton repository in one command."""
+"""``repo-builder build FAMILY``: a complete, versioned Triton repository in one command.
+
+The subcommands are the model families of repo_builder/pipelines/registry.py (one per record); this module
+only turns options into a build request, calls the library, prints the summary and exits.
+"""
 
 from __future__ import annotations
 
 import json
-import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from repo_builder.cli.options import option_group
-from repo_builder.compile.settings import PRECISIONS
-from repo_builder.errors import UserError
+from repo_builder.compile_recipe import PRECISIONS
+from repo_builder.export.progress import Steps
+from repo_builder.pipelines.build_check import DEFAULT_LOAD_TIMEOUT, CheckRequest
+from repo_builder.pipelines.build_request import BuildOutcome, BuildRequest, build
+from repo_builder.pipelines.family import FamilyOption
+from repo_builder.pipelines.registry import FAMILIES, Family
+from repo_builder.pipelines.runtime import CHOICES
 
-if TYPE_CHECKING:
-    from repo_builder.pipelines.assemble import BuildOptions, BuildResult
-    from repo_builder.pipelines.runtime import RuntimeChoice
+Log = Callable[[str], None]
 
 
-def _log(message: str) -> None:
-    # Progress always goes to stderr, so with --json stdout carries only the JSON summary.
+def _stderr(message: str) -> None:
+    # Progress always goes to stderr, so with --format json stdout carries only the JSON summary.
     click.echo(message, err=True)
 
 
 common_options = option_group(
     click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Model repository folder to write into (created if missing)."),
     click.option("--name", default=None, help="Ensemble name clients call; members are NAME_preprocess, NAME_model, NAME_postprocess."),
-    click.option("--runtime", type=click.Choice(["auto", "tensorrt", "onnxruntime", "python"]), default="auto", show_default=True,
+    click.option("--runtime", type=click.Choice(CHOICES), default="auto", show_default=True,
                  help="Model step: TensorRT plan, Triton's ONNX Runtime backend, or ONNX Runtime inside the Python backend. "
                       "auto: tensorrt with a GPU and TensorRT, else python."),
     click.option("--max-batch-size", type=int, default=8, show_default=True, help="max_batch_size of every step (the ensemble never exceeds its members)."),
     click.option("--version", "version", type=int, default=None, help="Version folder to write (default: the next free version of every step)."),
     click.option("--force", is_flag=True, help="Replace an existing version folder."),
-    click.option("--templates", type=click.Path(path_type=Path), default=None, help="Folder of Jinja2 templates overriding the shipped ones by name."),
+    click.option("--templates", type=click.Path(path_type=Path), default=None,
+                 help="Folder of Jinja2 templates overriding the shipped ones by name (templates are code: they run when rendered)."),
     click.option("--top-k", type=int, default=5, show_default=True, help="How many labels and scores the ensemble returns."),
     click.option("--labels", type=click.Path(path_type=Path), default=None, help="Labels file (one per line, in output order) instead of the model's own."),
     click.option("--defer-compile", is_flag=True, help="tensorrt: write the ONNX and a compile recipe; build plans later with 'repo-builder compile-pending'."),
     click.option("--precision", type=click.Choice(PRECISIONS), default="fp16", show_default=True, help="tensorrt: plan precision."),
     # --no-parity as in `export`; --skip-parity kept as an alias.
     click.option("--no-parity", "--skip-parity", "skip_parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch parity check during export."),
-    click.option("--live", is_flag=True, help="After building, load every model into the embedded Triton and send one request per ensemble."),
+    click.option("--instances", type=int, default=None, help="Model-step instances (default: 2 on 2+ cores, else 1); the pre/post steps have --step-instances."),
+    click.option("--intra-op-threads", type=int, default=None,
+                 help="ONNX Runtime threads per model-step instance (default: cores // instances; 0: decide at load on the serving machine)."),
+    click.option("--step-instances", type=int, default=None,
+                 help="Instances of each Python pre/post step (default: 1, which batches more requests per execution; "
+                      "the image decoding step: 2 on 2+ cores, so photos decode on every core)."),
+)
+
+# The validation build ends with: the same flags as `repo-builder validate`, and build prints that command.
+check_options = option_group(
+    click.option("--strict", is_flag=True, help="Validate as Triton with --disable-auto-complete-config: configs must be complete."),
+    click.option("--gpu/--no-gpu", default=None,
+                 help="Validate for a machine with (or without) GPUs [default: --gpu for tensorrt, else whether this machine has one]."),
+    click.option("--allow-pending", is_flag=True, help="TensorRT plans still to be compiled are warnings (implied by --defer-compile)."),
+    click.option("--live", is_flag=True, help="After building, load every model into the embedded Triton and send one request per ensemble (runs the generated model.py files)."),
     click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="--live: this tritonserver binary instead of the embedded one."),
-    click.option("--json", "as_json", is_flag=True, help='Print a JSON summary on stdout: {"repository", "ensemble", "models": [...]}.'),
+    click.option("--load-timeout", type=float, default=DEFAULT_LOAD_TIMEOUT, show_default=True, metavar="SECONDS", help="--live: per-model load timeout."),
+    click.option("--allow-unproven", is_flag=True, help="--live: models the embedded server cannot load here (TensorRT without a GPU) do not fail the build."),
+)
+
+output_options = option_group(
+    click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+                 help='Summary format on stdout; json: {"repository", "ensemble", "models", "validation": {..., "command"}}.'),
+    click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json (kept for old scripts)."),
+    click.option("-q", "--quiet", is_flag=True, help="No progress lines; only the summary and errors."),
+    click.option("-v", "--verbose", is_flag=True, help="Tracebacks for internal errors."),
 )
 
 
-def _options(kwargs: dict[str, Any], default_name: str) -> tuple[BuildOptions, RuntimeChoice]:
-    """BuildOptions from the shared CLI options, and the runtime choice (printed: which and why)."""
-    from repo_builder.pipelines.assemble import BuildOptions
-    from repo_builder.pipelines.common import PipelineSettings
-    from repo_builder.pipelines.runtime import probe_runtime
+def check_request(kwargs: dict[str, Any]) -> CheckRequest:
+    return CheckRequest(
+        strict=kwargs["strict"],
+        gpu=kwargs["gpu"],
+        allow_pending=kwargs["allow_pending"],
+        live=kwargs["live"],
+        tritonserver=kwargs["tritonserver"],
+        load_timeout=kwargs["load_timeout"],
+        allow_unproven=kwargs["allow_unproven"],
+    )
 
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:/", str(kwargs["out"])):  # s3://, gs:// ... (s3:/ once a Path)
-        raise UserError(f"--out {kwargs['out']}: build writes a local folder; build locally, then copy it to the object store")
-    if kwargs["templates"] is not None and not kwargs["templates"].is_dir():
-        raise UserError(f"--templates {kwargs['templates']}: not a folder; pass a copy of the shipped templates/ folder")
-    if kwargs["max_batch_size"] < 1:
-        raise UserError(f"--max-batch-size must be >= 1 (every step batches dynamically), got {kwargs['max_batch_size']}")
-    if kwargs["top_k"] < 1:
-        raise UserError(f"--top-k must be >= 1, got {kwargs['top_k']}")
-    if kwargs["version"] is not None and kwargs["version"] < 1:
-        raise UserError(f"--version must be >= 1, got {kwargs['version']}")
-    choice = probe_runtime(kwargs["runtime"], defer_compile=kwargs["defer_compile"])
-    settings = PipelineSettings(
-        name=kwargs["name"] or default_name,
-        runtime=choice.runtime,
+
+def build_request(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) -> BuildRequest:
+    return BuildRequest(
+        family=chosen.command,
+        out=kwargs["out"],
+        params=params,
+        name=kwargs["name"],
+        runtime=kwargs["runtime"],
         max_batch_size=kwargs["max_batch_size"],
         top_k=kwargs["top_k"],
-    )
-    compile_settings = None
-    if choice.runtime == "tensorrt":
-        from repo_builder.compile import CompileSettings
-
-        compile_settings = CompileSettings(max_batch_size=kwargs["max_batch_size"], precision=kwargs["precision"])
-        if not kwargs["defer_compile"]:
-            # Fail before the export when this machine cannot build a plan, and say how to split the work.
-            from repo_builder.compile.plan import require_build_environment
-
-            try:
-                require_build_environment(compile_settings.builder)
-            except UserError as exc:
-                raise UserError(f"{exc}; or pass --defer-compile and run 'repo-builder compile-pending' on a GPU machine") from None
-    options = BuildOptions(
-        out=kwargs["out"],
-        settings=settings,
         version=kwargs["version"],
         force=kwargs["force"],
         templates=kwargs["templates"],
         labels=kwargs["labels"],
         defer_compile=kwargs["defer_compile"],
-        compile_settings=compile_settings,
+        precision=kwargs["precision"],
         check_parity=not kwargs["skip_parity"],
-        runtime_reason=choice.reason,
+        instances=kwargs["instances"],
+        intra_op_threads=kwargs["intra_op_threads"],
+        step_instances=kwargs["step_instances"],
+        check=check_request(kwargs),
     )
-    return options, choice
 
 
-def _finish(result: BuildResult, kwargs: dict[str, Any]) -> int:
-    """Validate what was written (offline, then with --live on the real server); 1 when it fails."""
-    from repo_builder.repository.verify_build import check_built
+def _print_summary(built: BuildOutcome, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(built.to_json(), indent=2))
+        return
+    result, outcome = built.result, built.check
+    models = ", ".join(f"{m.name}/{m.version} ({m.role})" for m in result.models)
+    click.echo(f"built {result.repository}: {models}")
+    if result.head == "untrained":
+        click.echo("head: untrained (--new-head/--num-labels: the classification head has random weights; fine-tune before serving)")
+    click.echo(f"clients call '{result.ensemble}'" + (" once compile-pending has built the plan" if result.pending_compile else ""))
+    click.echo(f"validated with: {outcome.command} ({'passes' if outcome.ok else 'FAILS'})")
 
-    outcome = check_built(result, log=_log, live=kwargs["live"], tritonserver=kwargs["tritonserver"])
-    summary = result.to_json()
-    summary["validation"] = outcome.to_json()
-    code = 0 if outcome.ok else 1
-    if kwargs["as_json"]:
-        click.echo(json.dumps(summary, indent=2))
-    else:
-        models = ", ".join(f"{m.name}/{m.version} ({m.role})" for m in result.models)
-        click.echo(f"built {result.repository}: {models}")
-        click.echo(f"clients call '{result.ensemble}'" + (" once compile-pending has built the plan" if result.pending_compile else ""))
-    return code
+
+def run_build(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) -> int:
+    """Build, then validate as the printed command does; exit 1 when that validation fails."""
+    log = None if kwargs["quiet"] else _stderr
+    steps = Steps(not kwargs["quiet"], write=_stderr)
+    outcome = build(build_request(chosen, params, kwargs), log=log, steps=steps)
+    _print_summary(outcome, kwargs["as_json"] or kwargs["fmt"] == "json")
+    return 0 if outcome.ok else 1
+
+
+_CLICK_TYPES: dict[str, Any] = {"text": str, "path": click.Path(path_type=Path), "int": int}
+
+
+def _click_option(option: FamilyOption) -> Callable[[Any], Any]:
+    if option.kind == "flag":
+        return click.option(*option.flags, option.dest, is_flag=True, help=option.help)
+    return click.option(*option.flags, option.dest, type=_CLICK_TYPES[option.kind], default=option.default,
+                        show_default=option.default is not None, metavar=option.metavar, help=option.help)
+
+
+def family_command(chosen: Family) -> click.Command:
+    """The ``build <family>`` subcommand: the family's own options, --from-export, then the shared ones."""
+    own = {o.dest for o in chosen.options} | {"from_export"}
+
+    def callback(**kwargs: Any) -> int:
+        params = {key: kwargs.pop(key) for key in list(kwargs) if key in own}
+        return run_build(chosen, params, kwargs)
+
+    decorators = [
+        *(_click_option(o) for o in chosen.options),
+        click.option("--from-export", type=click.Path(path_type=Path), default=None,
+                     help=f"Build from an existing 'repo-builder export' folder ({chosen.task}) instead of exporting."),
+        common_options,
+        check_options,
+        output_options,
+    ]
+    callback.__doc__ = chosen.summary
+    for decorate in reversed(decorators):
+        callback = decorate(callback)
+    return click.command(name=chosen.command, help=chosen.summary)(callback)
 
 
 @click.group(name="build")
@@ -119,35 +171,8 @@ def command() -> None:
     """Build a Triton model repository: preprocessing, model, postprocessing and the ensemble clients call."""
 
 
-@command.command(name="resnet50")
-@click.option("--weights", default="imagenet", show_default=True, help="imagenet (torchvision's, from its download cache), random (seeded), or a state_dict file.")
-@click.option("--from-export", type=click.Path(path_type=Path), default=None, help="Build from an existing 'repo-builder export resnet50' folder instead of exporting.")
-@common_options
-def resnet50(weights: str, from_export: Path | None, **kwargs: Any) -> int:
-    """torchvision ResNet50: encoded image bytes in, top-k ImageNet labels out."""
-    from repo_builder.pipelines.assemble import build_resnet50
-
-    options, _ = _options(kwargs, "resnet50")
-    result = build_resnet50(options, weights=weights, from_export=from_export, log=_log)
-    return _finish(result, kwargs)
-
-
-@command.command(name="text-classifier")
-@click.option("--model", "model_dir", type=click.Path(path_type=Path), default=None, help="Hugging Face sequence-classification model folder (config, weights, tokenizer).")
-@click.option("--from-export", type=click.Path(path_type=Path), default=None, help="Build from an existing 'repo-builder export text-classifier' folder instead of --model.")
-@click.option("--max-length", type=int, default=None, help="Truncate texts to this many tokens (default: the model's maximum).")
-@common_options
-def text_classifier(model_dir: Path | None, from_export: Path | None, max_length: int | None, **kwargs: Any) -> int:
-    """A Hugging Face text classifier: text in, top-k labels (id2label) out."""
-    from repo_builder.pipelines.assemble import build_text_classifier
-
-    if max_length is not None and max_length < 1:
-        raise UserError(f"--max-length must be >= 1, got {max_length}")
-    if (model_dir is None) == (from_export is None):
-        raise UserError("build text-classifier needs exactly one of --model PATH or --from-export DIR")
-    options, _ = _options(kwargs, "text_classifier")
-    result = build_text_classifier(options, model_dir=model_dir, max_length=max_length, from_export=from_export, log=_log)
-    return _finish(result, kwargs)
+for _family in FAMILIES.values():
+    command.add_command(family_command(_family))
 
 
 if __name__ == "__main__":  # pragma: no cover

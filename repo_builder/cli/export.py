@@ -9,9 +9,12 @@ import click
 
 from repo_builder.cli.options import option_group
 
-# Both modules are light at import time (torch is imported inside their functions).
+# These modules are light at import time (torch is imported inside their functions).
 from repo_builder.export.exporter import DEFAULT_OPSET
 from repo_builder.export.parity import DEFAULT_TOLERANCE
+from repo_builder.export.resnet50 import export_resnet50
+from repo_builder.export.text_classifier import export_text_classifier, head_labels
+from repo_builder.export.torchvision_classifier import export_torchvision_classifier, parse_model
 from repo_builder.spec import OnnxArtifact
 
 _common_options = option_group(
@@ -38,11 +41,12 @@ _common_options = option_group(
     ),
     click.option("--no-parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch comparison."),
     click.option("--quiet", "-q", is_flag=True, help="No progress display."),
+    click.option("-v", "--verbose", is_flag=True, help="Tracebacks for internal errors."),
 )
 
 
 
-def _export_settings(opset: int, tolerance: float, no_parity: bool, quiet: bool) -> dict[str, Any]:
+def _export_settings(opset: int, tolerance: float, no_parity: bool, quiet: bool, verbose: bool = False) -> dict[str, Any]:
     """The shared options as the keyword arguments every ``export_*`` function takes."""
     return {"opset": opset, "check_parity": not no_parity, "tolerance": tolerance, "progress": not quiet}
 
@@ -64,13 +68,30 @@ def command() -> None:
     "--dynamic-hw", is_flag=True, help="Make height and width dynamic too (default: fixed 224x224)."
 )
 @_common_options
-def resnet50(
-    weights: str, dynamic_hw: bool, out_dir: Path, opset: int, tolerance: float, no_parity: bool, quiet: bool
-) -> int:
+def resnet50(weights: str, dynamic_hw: bool, out_dir: Path, **settings: Any) -> int:
     """torchvision ResNet50: NCHW float32 input, dynamic batch axis."""
-    from repo_builder.export.resnet50 import export_resnet50
+    artifact = export_resnet50(out_dir, weights=weights, dynamic_hw=dynamic_hw, **_export_settings(**settings))
+    _print_summary(artifact)
+    return 0
 
-    artifact = export_resnet50(out_dir, weights=weights, dynamic_hw=dynamic_hw, **_export_settings(opset, tolerance, no_parity, quiet))
+
+@command.command("image-classifier")
+@click.option(
+    "--model",
+    required=True,
+    metavar="torchvision:NAME|PATH",
+    help="torchvision:NAME (any torchvision classification model) or PATH.pt: a whole pickled model "
+    "(only files you trust: loading runs it) or a state_dict with --arch.",
+)
+@click.option("--weights", default="default", show_default=True, metavar="default|random|PATH",
+              help="torchvision:NAME only: its pretrained DEFAULT weights (download cache), seeded random weights, or a state_dict file.")
+@click.option("--arch", default=None, metavar="NAME", help="The torchvision architecture of a --model PATH state_dict.")
+@click.option("--dynamic-hw", is_flag=True, help="Make height and width dynamic too (default: the weights' crop size).")
+@_common_options
+def image_classifier(model: str, weights: str, arch: str | None, dynamic_hw: bool, out_dir: Path, **settings: Any) -> int:
+    """Any torchvision image classifier: NCHW float32 input, dynamic batch axis, the weights' own transforms recorded."""
+    choice = parse_model(model, weights=weights, arch=arch)
+    artifact = export_torchvision_classifier(out_dir, choice, dynamic_hw=dynamic_hw, **_export_settings(**settings))
     _print_summary(artifact)
     return 0
 
@@ -89,21 +110,25 @@ def resnet50(
     default=None,
     help="Longest token sequence to serve (default: the model's maximum positions).",
 )
+@click.option(
+    "--new-head",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="LABELS_FILE",
+    help="A checkpoint without a classification head (a bare encoder): add an untrained one with these labels.",
+)
+@click.option("--num-labels", type=int, default=None, metavar="N", help="Like --new-head, with labels LABEL_0 ... LABEL_N-1.")
 @_common_options
 def text_classifier(
-    model_dir: Path,
-    max_length: int | None,
-    out_dir: Path,
-    opset: int,
-    tolerance: float,
-    no_parity: bool,
-    quiet: bool,
+    model_dir: Path, max_length: int | None, new_head: Path | None, num_labels: int | None, out_dir: Path, **settings: Any
 ) -> int:
     """Hugging Face sequence classifier: dynamic batch and sequence axes, tokenizer and labels saved beside it."""
-    from repo_builder.export.text_classifier import export_text_classifier
-
     artifact = export_text_classifier(
-        model_dir, out_dir, max_length=max_length, **_export_settings(opset, tolerance, no_parity, quiet)
+        model_dir,
+        out_dir,
+        max_length=max_length,
+        new_head=head_labels(new_head, num_labels),
+        **_export_settings(**settings),
     )
     _print_summary(artifact)
     return 0
@@ -136,10 +161,7 @@ def _print_summary(artifact: OnnxArtifact) -> None:
         click.echo(
             f"parity {verdict}: {shapes}: max abs {result.max_abs_error:.2e}, max rel {result.max_rel_error:.2e}"
         )
-    untrained = (
-        meta.get("source", {}).get("newly_initialized") if isinstance(meta.get("source"), dict) else None
-    )
-    if untrained:
-        click.echo(
-            f"note: {len(untrained)} weight(s) were not in the folder and start untrained: {', '.join(untrained[:4])}"
-        )
+    if meta.get("head") == "untrained":
+        source = meta.get("source")
+        untrained = source.get("newly_initialized", []) if isinstance(source, dict) else []
+        click.echo(f"head: untrained (random, seeded): {', '.join(untrained[:4])}; fine-tune before serving")

@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +57,26 @@ def export_text_classifier(
     check_parity: bool = True,
     tolerance: float = DEFAULT_TOLERANCE,
     progress: bool = False,
+    new_head: Sequence[str] | None = None,
+    steps: Steps | None = None,
 ) -> OnnxArtifact:
-    """Export a sequence classifier with dynamic batch and sequence axes, its fast tokenizer and labels."""
+    """Export a sequence classifier with dynamic batch and sequence axes, its fast tokenizer and labels.
+
+    A checkpoint without a trained classification head (a bare encoder) is refused unless ``new_head``
+    names the labels of a new, untrained head (seeded); signature.json then records ``"head": "untrained"``.
+    """
     tolerance = check_tolerance(tolerance)
     torch = require("torch", "export", "text-classifier export")
     require("transformers", "export", "text-classifier export")
     opset = check_opset(opset)
     model_dir = _check_model_dir(Path(model_dir))
-    steps = Steps(progress)
+    steps = steps or Steps(progress)
     with steps.step(f"loading {model_dir.name}"):
-        config = _load_config(model_dir)
-        model, newly_initialized = _load_model(model_dir)
+        _load_config(model_dir)  # its one-line errors first (unknown model_type ...)
+        model, newly_initialized = _load_model(model_dir, new_head)
+        config = model.config  # with --new-head, its id2label is the new head's
         tokenizer = _load_tokenizer(model_dir)
+    _require_head(model_dir, newly_initialized, new_head)
     input_names = select_input_names(model, tokenizer)
     length = _resolve_max_length(config, tokenizer, max_length)
     labels = label_names(config)
@@ -124,6 +132,8 @@ def export_text_classifier(
                 "newly_initialized": newly_initialized,
                 "head_seed": HEAD_SEED,
             },
+            # "untrained": the classification head starts from random (seeded) weights: --new-head asked for it.
+            "head": "untrained" if newly_initialized else "trained",
             "source_sha256": folder_weights_sha256(model_dir),
             **package_versions("transformers", "tokenizers"),
             "num_labels": len(written_labels),
@@ -227,7 +237,37 @@ def _load_config(model_dir: Path) -> Any:
         ) from None
 
 
-def _load_model(model_dir: Path) -> tuple[Any, list[str]]:
+def _require_head(model_dir: Path, newly_initialized: Sequence[str], new_head: Sequence[str] | None) -> None:
+    """No silent random heads: weights the folder lacks are refused unless --new-head/--num-labels asked."""
+    if newly_initialized and new_head is None:
+        missing = ", ".join(newly_initialized[:3]) + (" ..." if len(newly_initialized) > 3 else "")
+        raise UserError(
+            f"--model {model_dir}: has no trained classification head ({missing} not in the folder); "
+            "pass --new-head LABELS_FILE or --num-labels N to add an untrained one on purpose"
+        )
+
+
+def head_labels(labels_file: Path | None, num_labels: int | None) -> list[str] | None:
+    """``--new-head LABELS_FILE`` (one label per line) or ``--num-labels N`` (LABEL_0 ...): a new head's labels."""
+    if labels_file is not None and num_labels is not None:
+        raise UserError("pass one of --new-head LABELS_FILE or --num-labels N, not both")
+    if num_labels is not None:
+        if num_labels < 1:
+            raise UserError(f"--num-labels must be >= 1, got {num_labels}")
+        return [f"LABEL_{index}" for index in range(num_labels)]
+    if labels_file is None:
+        return None
+    try:
+        text = labels_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--new-head {labels_file}: cannot read it as a UTF-8 labels file ({exc})") from None
+    labels = [line.strip() for line in text.splitlines() if line.strip()]
+    if not labels:
+        raise UserError(f"--new-head {labels_file}: no labels; write one label per line")
+    return labels
+
+
+def _load_model(model_dir: Path, new_head: Sequence[str] | None = None) -> tuple[Any, list[str]]:
     """The model in eval mode with eager attention, and the weights it had to initialise itself."""
     torch = require("torch", "export", "text-classifier export")
     from transformers import AutoModelForSequenceClassification
@@ -238,7 +278,8 @@ def _load_model(model_dir: Path) -> tuple[Any, list[str]]:
         with _quiet_transformers(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(HEAD_SEED)
             model, info = AutoModelForSequenceClassification.from_pretrained(
-                str(model_dir), local_files_only=True, attn_implementation="eager", output_loading_info=True
+                str(model_dir), local_files_only=True, attn_implementation="eager", output_loading_info=True,
+                **_head_kwargs(new_head),
             )
     except ValueError as exc:
         message = _one_line(exc)
@@ -250,7 +291,17 @@ def _load_model(model_dir: Path) -> tuple[Any, list[str]]:
         raise UserError(f"--model {model_dir}: cannot load the model ({message})") from None
     except Exception as exc:  # missing/corrupt weights: OSError, SafetensorError, pickle errors ...
         raise UserError(f"--model {model_dir}: cannot load the model weights ({_one_line(exc)})") from None
-    return model.eval().float(), sorted(info.get("missing_keys", []))
+    replaced = [str(item[0]) for item in info.get("mismatched_keys", [])]
+    return model.eval().float(), sorted(set(info.get("missing_keys", [])) | set(replaced))
+
+
+def _head_kwargs(new_head: Sequence[str] | None) -> dict[str, Any]:
+    """A new head of ``len(new_head)`` classes, replacing a head of another size (ignore_mismatched_sizes)."""
+    if new_head is None:
+        return {}
+    id2label = dict(enumerate(new_head))
+    return {"num_labels": len(new_head), "id2label": id2label, "label2id": {v: k for k, v in id2label.items()},
+            "ignore_mismatched_sizes": True}
 
 
 def _load_tokenizer(model_dir: Path) -> Any:

@@ -56,12 +56,13 @@ def train_vocabulary(tokenizers: Any) -> dict[str, int]:
 
 
 def make_tiny_text_classifier(
-    out_dir: Path, *, num_labels: int = 3, seed: int = 0, with_token_type_ids: bool = True
+    out_dir: Path, *, num_labels: int = 3, seed: int = 0, with_token_type_ids: bool = True, with_head: bool = True
 ) -> Path:
     """Save a tiny ``BertForSequenceClassification`` and its fast tokenizer to ``out_dir``; returns it.
 
     Deterministic for a seed. Without token type ids the tokenizer does not emit them and the model has a
-    single token type, as DistilBERT-like models behave.
+    single token type, as DistilBERT-like models behave. ``with_head=False`` saves a bare ``BertModel``
+    (an encoder without a classification head), as many checkpoints on the Hub are.
     """
     torch = require("torch", "export", "building the tiny text classifier")
     transformers = require("transformers", "export", "building the tiny text classifier")
@@ -111,7 +112,8 @@ def make_tiny_text_classifier(
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = transformers.BertForSequenceClassification(config).eval()
+        model_class = transformers.BertForSequenceClassification if with_head else transformers.BertModel
+        model = model_class(config).eval()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)

@@ -1,4 +1,6 @@
-"""The library behind ``repo-builder build``: export, (compile), render, stage, move into place, record.
+"""The generic flow behind ``repo-builder build``: export, (compile), render, stage, move into place, record.
+
+Families (pipelines/registry.py) supply the export and the renderer; this module knows none of them.
 
 Everything is produced inside a staging folder inside the output repository (export output included),
 so the big files reach their version folders by rename, and an interrupted build leaves the old
@@ -11,15 +13,17 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from repo_builder.compile import CompileSettings, compile_plan, defer_plan
+from repo_builder.compile.pending import external_data_files
 from repo_builder.errors import UserError
-from repo_builder.pipelines.common import ModelSource, PipelineSettings, read_labels, step_names
+from repo_builder.pipelines.build_check import rehearsal_options
+from repo_builder.pipelines.classification import check_labels_file, class_count, read_labels
+from repo_builder.pipelines.settings import ModelSource, PipelineSettings, check_version, step_names
+from repo_builder.render.context import check_tensor_name
 from repo_builder.render.rendered import RenderedModel
-from repo_builder.spec import OnnxArtifact, Signature
-
-if TYPE_CHECKING:
-    from repo_builder.compile.settings import CompileSettings
+from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, read_signature
 
 Log = Callable[[str], None]
 
@@ -42,6 +46,9 @@ class BuildOptions:
     runtime_reason: str = ""  # why this runtime (auto says which it picked and why)
     record: Mapping[str, Any] = field(default_factory=dict)  # extra build settings for the manifest
 
+    def __post_init__(self) -> None:
+        check_version(self.version)
+
 
 @dataclass(frozen=True)
 class BuiltModel:
@@ -59,6 +66,10 @@ class BuildResult:
     models: tuple[BuiltModel, ...]
     manifest: Path
     pending_compile: bool = False
+    head: str | None = None  # signature.json's "head": "untrained" when --new-head added a random one
+    # The model step's tuning as built, so a deploy on a bigger machine knows what to re-tune (issue 15).
+    model_instances: int = 1
+    intra_op_threads: int = 0  # 0: cores // instances, decided at load
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,14 +77,14 @@ class BuildResult:
             "ensemble": self.ensemble,
             "runtime": self.runtime,
             "pending_compile": self.pending_compile,
+            "head": self.head,
             "models": [{"name": m.name, "version": m.version, "role": m.role} for m in self.models],
+            "model_step": {"instances": self.model_instances, "intra_op_threads": self.intra_op_threads},
         }
 
 
 def _onnx_files(onnx_path: Path) -> dict[str, Path]:
     """model.onnx plus the external-data files it refers to (kept beside it, same relative names)."""
-    from repo_builder.compile.pending import external_data_files
-
     files: dict[str, Path] = {"model.onnx": onnx_path}
     for name in external_data_files(onnx_path):
         files[name] = onnx_path.parent / name
@@ -85,8 +96,6 @@ def model_source(artifact: OnnxArtifact, options: BuildOptions, scratch: Path, l
     runtime = options.settings.runtime
     if runtime in ("python", "onnxruntime"):
         return ModelSource(artifact.signature, _onnx_files(artifact.onnx_path), default_model_filename="model.onnx")
-    from repo_builder.compile import CompileSettings, compile_plan, defer_plan
-
     settings = options.compile_settings or CompileSettings()
     settings = replace(settings, max_batch_size=options.settings.max_batch_size)
     folder = scratch / "tensorrt"
@@ -115,22 +124,20 @@ def _labels(artifact: OnnxArtifact, options: BuildOptions, num_classes: int) -> 
     return tuple(f"class_{i}" for i in range(num_classes))
 
 
-def _num_classes(signature: Signature) -> int:
-    from repo_builder.render.context import single_logits_output
-
-    return single_logits_output(signature, "signature.json").triton_dims(signature.batch_axis)[0]
-
-
 def read_export(folder: Path) -> OnnxArtifact:
     """An existing ``repo-builder export`` folder (model.onnx, signature.json, labels.txt, tokenizer/)."""
-    from repo_builder.spec import SIGNATURE_FILE, read_signature
-
     if not folder.is_dir():
         raise UserError(f"--from-export {folder}: no such folder; pass the --out folder of 'repo-builder export'")
     onnx_path = folder / "model.onnx"
     if not onnx_path.is_file():
         raise UserError(f"--from-export {folder}: no model.onnx; pass the --out folder of 'repo-builder export'")
     signature = read_signature(folder / SIGNATURE_FILE)
+    for tensor in (*signature.inputs, *signature.outputs):
+        # Before anything else reads the export: these names reach configs and generated model.py files.
+        try:
+            check_tensor_name(tensor.name)
+        except UserError as exc:
+            raise UserError(f"{folder / SIGNATURE_FILE}: {exc}") from None
     preprocess = signature.metadata.get("preprocess")
     tokenizer = folder / str(preprocess.get("tokenizer_dir", "tokenizer")) if isinstance(preprocess, dict) else None
     return OnnxArtifact(
@@ -141,25 +148,13 @@ def read_export(folder: Path) -> OnnxArtifact:
     )
 
 
-def _read_task_export(folder: Path, task: str) -> OnnxArtifact:
+def read_task_export(folder: Path, task: str) -> OnnxArtifact:
     """``read_export``, refusing an export of another task (a text model given to the image pipeline)."""
     artifact = read_export(folder)
     found = artifact.signature.metadata.get("task")
     if found is not None and found != task:
         raise UserError(f"{artifact.signature_path}: the export is a '{found}' model, not '{task}'")
     return artifact
-
-
-def check_labels_file(path: Path | None) -> None:
-    """Fail before exporting when --labels cannot be read (the class count is checked after export)."""
-    if path is None:
-        return
-    if not path.is_file():
-        raise UserError(f"--labels {path}: no such file")
-    try:
-        path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--labels {path}: cannot read it as UTF-8 text ({exc})") from None
 
 
 Renderer = Callable[[Any, ModelSource, OnnxArtifact, tuple[str, ...], Mapping[str, int]], tuple[RenderedModel, ...]]
@@ -175,9 +170,11 @@ def build_pipeline(
 ) -> BuildResult:
     """Shared flow: plan versions, stage, export into the stage, render, move into place, record."""
     from repo_builder.render.environment import make_environment
+    from repo_builder.repository.judge import repository_judge
     from repo_builder.repository.manifest import update_manifest
+    from repo_builder.repository.stage import build_stage
     from repo_builder.repository.versions import plan_versions
-    from repo_builder.repository.writer import commit_models, stage_model, staging_area
+    from repo_builder.repository.writer import commit_models, stage_model
 
     out = options.out
     names = step_names(options.settings.name)
@@ -185,18 +182,8 @@ def build_pipeline(
     env = make_environment(options.templates)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
-    versions = plan_versions(out, list(names.values()), options.version, options.force) if out.is_dir() else {
-        n: options.version or 1 for n in names.values()
-    }
-    log(f"runtime: {options.settings.runtime}" + (f" ({options.runtime_reason})" if options.runtime_reason else ""))
-    with staging_area(out, prefer=list(names.values())) as stage:
-        artifact = export(stage / "export")
-        source = model_source(artifact, options, stage / "compile", log)
-        labels = _labels(artifact, options, _num_classes(artifact.signature))
-        rendered = render(env, source, artifact, labels, versions)
-        staged = [stage_model(stage, m) for m in rendered]
-        log(f"writing {', '.join(f'{m.name}/{m.version}' for m in staged)} into {out}")
-        commit_models(out, staged, force=options.force)
+    if out.is_dir():  # fail before exporting; planned again under the lock, where it counts
+        plan_versions(out, list(names.values()), options.version, options.force)
     settings = {
         "pipeline": pipeline,
         **{k: v for k, v in asdict(options.settings).items()},
@@ -204,7 +191,19 @@ def build_pipeline(
         "labels": str(options.labels) if options.labels else None,
         **dict(options.record),
     }
-    manifest = update_manifest(out, staged, settings)
+    log(f"runtime: {options.settings.runtime}" + (f" ({options.runtime_reason})" if options.runtime_reason else ""))
+    # Stage beside --out under its lock (held to the manifest): versions are planned under it too.
+    with build_stage(out, log) as stage:
+        versions = plan_versions(out, list(names.values()), options.version, options.force)
+        artifact = export(stage.root / "export")
+        source = model_source(artifact, options, stage.root / "compile", log)
+        labels = _labels(artifact, options, class_count(artifact.signature))
+        rendered = render(env, source, artifact, labels, versions)
+        staged = [stage_model(stage, m) for m in rendered]
+        log(f"writing {', '.join(f'{m.name}/{m.version}' for m in staged)} into {out} (validated before anything moves)")
+        judge = repository_judge(rehearsal_options(options.settings.runtime, options.defer_compile))
+        commit_models(stage, staged, judge=judge, log=log)
+        manifest = update_manifest(out, staged, settings)
     return BuildResult(
         repository=out,
         ensemble=names["ensemble"],
@@ -212,69 +211,6 @@ def build_pipeline(
         models=tuple(BuiltModel(m.name, m.version, m.role, dict(m.files)) for m in staged),
         manifest=manifest,
         pending_compile=options.defer_compile,
+        model_instances=options.settings.instance_count,
+        intra_op_threads=options.settings.intra_op_threads,
     )
-
-
-def build_resnet50(
-    options: BuildOptions, *, weights: str = "imagenet", from_export: Path | None = None, log: Log = _stderr
-) -> BuildResult:
-    """``from_export``: build from an existing export folder instead of exporting (its files are copied)."""
-    from repo_builder.pipelines.image_classification import render_image_pipeline
-
-    def export(folder: Path) -> OnnxArtifact:
-        if from_export is not None:
-            return _read_task_export(from_export, "image-classification")
-        from repo_builder.export.resnet50 import export_resnet50
-
-        log(f"exporting ResNet50 ({weights} weights) to ONNX")
-        return export_resnet50(folder, weights=weights, check_parity=options.check_parity)
-
-    def render(env: Any, source: ModelSource, artifact: OnnxArtifact, labels: tuple[str, ...], versions: Mapping[str, int]) -> tuple[RenderedModel, ...]:
-        return render_image_pipeline(env, source, artifact.signature, labels, options.settings, versions, origin=str(artifact.signature_path))
-
-    if from_export is not None:
-        read_export(from_export)  # fail before staging anything
-    source = str(from_export.resolve()) if from_export is not None else "resnet50"
-    record = {"model": source, "weights": None if from_export else weights, **dict(options.record)}
-    return build_pipeline(replace(options, record=record), export, render, pipeline="image-classification", log=log)
-
-
-def build_text_classifier(
-    options: BuildOptions,
-    *,
-    model_dir: Path | None,
-    max_length: int | None = None,
-    from_export: Path | None = None,
-    log: Log = _stderr,
-) -> BuildResult:
-    """Export ``model_dir`` (or take ``from_export``) and build the text pipeline."""
-    from repo_builder.pipelines.text_classification import render_text_pipeline
-
-    if (model_dir is None) == (from_export is None):
-        raise UserError("pass exactly one of --model PATH (a Hugging Face folder) or --from-export DIR")
-    if from_export is not None:
-        read_export(from_export)
-    elif not model_dir.is_dir():  # type: ignore[union-attr]
-        raise UserError(f"--model {model_dir}: no such folder; pass a Hugging Face model folder (config, weights, tokenizer)")
-
-    def export(folder: Path) -> OnnxArtifact:
-        if from_export is not None:
-            return _read_task_export(from_export, "text-classification")
-        assert model_dir is not None
-        from repo_builder.export.text_classifier import export_text_classifier
-
-        log(f"exporting {model_dir} to ONNX")
-        return export_text_classifier(model_dir, folder, max_length=max_length, check_parity=options.check_parity)
-
-    def render(env: Any, source: ModelSource, artifact: OnnxArtifact, labels: tuple[str, ...], versions: Mapping[str, int]) -> tuple[RenderedModel, ...]:
-        tokenizer_dir = artifact.tokenizer_dir
-        if tokenizer_dir is None:
-            tokenizer_dir = artifact.onnx_path.parent / str(artifact.signature.metadata.get("preprocess", {}).get("tokenizer_dir", "tokenizer"))
-        return render_text_pipeline(
-            env, source, artifact.signature, labels, options.settings, versions, tokenizer_dir, origin=str(artifact.signature_path)
-        )
-
-    source_dir = from_export if from_export is not None else model_dir
-    assert source_dir is not None
-    record = {"model": str(source_dir.resolve()), "max_length": max_length, **dict(options.record)}
-    return build_pipeline(replace(options, record=record), export, render, pipeline="text-classification", log=log)

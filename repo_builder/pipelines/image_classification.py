@@ -9,22 +9,29 @@ string element has shape [1] whatever its length, so any images batch together.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
-from repo_builder.pipelines.common import (
-    ModelSource,
-    PipelineSettings,
-    classifier_logits,
-    preprocess_metadata,
-    render_classification_pipeline,
-    render_preprocess_step,
-    step_names,
+from repo_builder.export.resnet50 import resnet50_choice
+from repo_builder.export.torchvision_classifier import (
+    ModelChoice,
+    check_arch,
+    export_torchvision_classifier,
+    parse_model,
 )
+from repo_builder.pipelines.classification import classifier_logits, render_classification_pipeline
+from repo_builder.pipelines.family import FamilyJob, FamilyOption
+from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
+from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
-from repo_builder.spec import Signature
+from repo_builder.spec import OnnxArtifact, Signature
+
+if TYPE_CHECKING:
+    from repo_builder.export.progress import Steps
+    from repo_builder.pipelines.assemble import BuildOptions
 
 IMAGE_INPUT = "IMAGE"
 
@@ -64,6 +71,7 @@ def render_image_pipeline(
         outputs=[ctx.tensor_context(model_input.name, model_input.dtype, want)],
         comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> resize, center-crop, normalize.",
         files={"model.py": render_source(env, "model/image_preprocess.py.j2", pre).encode()},
+        instance_count=settings.decode_instance_count,
     )
     return render_classification_pipeline(
         env,
@@ -78,3 +86,51 @@ def render_image_pipeline(
         labels=labels,
         comment="Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
     )
+
+
+# --- the family records' parts (pipelines/registry.py) ---------------------------------------------------
+
+TEMPLATES = ("model/image_preprocess.py.j2", "model/classification_postprocess.py.j2")
+WEIGHTS_HELP = "default: the architecture's pretrained DEFAULT weights (torch.hub download cache); random (seeded); or a state_dict file."
+RESNET50_OPTIONS = (
+    FamilyOption(("--weights",), "weights", "imagenet (torchvision's IMAGENET1K_V2, from its download cache), random (seeded), or a state_dict file.",
+                 default="imagenet", metavar="imagenet|random|PATH", conflicts_with_export=False),
+)
+IMAGE_CLASSIFIER_OPTIONS = (
+    FamilyOption(("--model",), "model", "torchvision:NAME (any torchvision classification model, e.g. torchvision:efficientnet_b0), "
+                 "or PATH.pt: your fine-tuned model (a whole pickled model: only files you trust, loading runs it; or a state_dict with --arch).",
+                 metavar="torchvision:NAME|PATH"),
+    FamilyOption(("--weights",), "weights", WEIGHTS_HELP + " Only with torchvision:NAME.", default="default", metavar="default|random|PATH"),
+    FamilyOption(("--arch",), "arch", "The torchvision architecture of a --model PATH state_dict (and whose transforms a pickled model uses).",
+                 metavar="NAME"),
+)
+
+
+def render_family(
+    env: Any, source: ModelSource, artifact: OnnxArtifact, labels: tuple[str, ...], settings: PipelineSettings, versions: Mapping[str, int]
+) -> tuple[RenderedModel, ...]:
+    return render_image_pipeline(env, source, artifact.signature, labels, settings, versions, origin=str(artifact.signature_path))
+
+
+def prepare_resnet50(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+    """``build resnet50``: the alias of ``image-classifier --model torchvision:resnet50`` (imagenet = default)."""
+    weights = str(params.get("weights") or "imagenet")
+    return _classifier_job(resnet50_choice(weights), options, steps, record={"model": "resnet50", "weights": weights})
+
+
+def prepare_image_classifier(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+    model = params.get("model")
+    if not model:
+        raise UserError("build image-classifier needs --model torchvision:NAME (e.g. torchvision:efficientnet_b0) or --model PATH.pt, or --from-export DIR")
+    choice = parse_model(str(model), weights=str(params.get("weights") or "default"), arch=params.get("arch"))
+    if choice.arch is not None:
+        check_arch(choice.arch)  # before anything is staged: a typo'd name fails at once
+    record = {"model": str(model) if choice.path is None else str(choice.path.resolve()), "weights": choice.weights, "arch": choice.arch}
+    return _classifier_job(choice, options, steps, record=record)
+
+
+def _classifier_job(choice: ModelChoice, options: BuildOptions, steps: Steps, record: Mapping[str, Any]) -> FamilyJob:
+    def export(folder: Path) -> OnnxArtifact:
+        return export_torchvision_classifier(folder, choice, check_parity=options.check_parity, steps=steps)
+
+    return FamilyJob(export=export, record=record, describe=f"exporting {choice.name} to ONNX")

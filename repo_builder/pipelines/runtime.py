@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from repo_builder.compile.trtexec import find_trtexec
 from repo_builder.errors import UserError
+from repo_builder.gpu import missing_gpu_reason
+from repo_builder.plan_format import tensorrt_available
 
 CHOICES = ("auto", "tensorrt", "onnxruntime", "python")
 
@@ -38,14 +41,8 @@ def probe_runtime(requested: str, *, defer_compile: bool) -> RuntimeChoice:
     """Look at this machine (GPU, TensorRT or trtexec) only when ``auto`` needs it."""
     if requested != "auto" or defer_compile:
         return choose_runtime(requested, gpu_problem=None, tensorrt_problem=None, defer_compile=defer_compile)
-    from repo_builder.compile.gpu import missing_gpu_reason
-
     gpu_problem = missing_gpu_reason()
     tensorrt_problem = None
-    if gpu_problem is None:
-        from repo_builder.compile.tensorrt_api import tensorrt_available
-        from repo_builder.compile.trtexec import find_trtexec
-
-        if not tensorrt_available() and find_trtexec() is None:
-            tensorrt_problem = "a GPU is present but neither the TensorRT Python package nor trtexec is"
+    if gpu_problem is None and not tensorrt_available() and find_trtexec() is None:
+        tensorrt_problem = "a GPU is present but neither the TensorRT Python package nor trtexec is"
     return choose_runtime(requested, gpu_problem=gpu_problem, tensorrt_problem=tensorrt_problem, defer_compile=defer_compile)

@@ -8,22 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
-from repo_builder.pipelines.common import (
-    ModelSource,
-    PipelineSettings,
-    classifier_logits,
-    preprocess_metadata,
-    render_classification_pipeline,
-    render_preprocess_step,
-    step_names,
-)
+from repo_builder.export.text_classifier import export_text_classifier, head_labels
+from repo_builder.pipelines.classification import classifier_logits, render_classification_pipeline
+from repo_builder.pipelines.family import FamilyJob, FamilyOption
+from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
+from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
-from repo_builder.spec import Signature
+from repo_builder.spec import OnnxArtifact, Signature
+
+if TYPE_CHECKING:
+    from repo_builder.export.progress import Steps
+    from repo_builder.pipelines.assemble import BuildOptions
 
 TEXT_INPUT = "TEXT"
 
@@ -79,3 +79,48 @@ def render_text_pipeline(
         labels=labels,
         comment="Clients call this: TEXT (UTF-8, TYPE_STRING [1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
     )
+
+
+# --- the family record's parts (pipelines/registry.py) ----------------------------------------------------
+
+TEMPLATES = ("model/text_preprocess.py.j2", "model/classification_postprocess.py.j2")
+TEXT_CLASSIFIER_OPTIONS = (
+    FamilyOption(("--model",), "model", "Hugging Face sequence-classification model folder (config, weights, tokenizer).", kind="path"),
+    FamilyOption(("--max-length",), "max_length", "Truncate texts to this many tokens (default: the model's maximum).", kind="int"),
+    FamilyOption(("--new-head",), "new_head", "A checkpoint without a classification head (a bare encoder): add an untrained one "
+                 "with these labels (one per line); signature.json records head: untrained.", kind="path", metavar="LABELS_FILE"),
+    FamilyOption(("--num-labels",), "num_labels", "Like --new-head, with N labels named LABEL_0 ... LABEL_N-1.", kind="int", metavar="N"),
+)
+
+
+def render_family(
+    env: Any, source: ModelSource, artifact: OnnxArtifact, labels: tuple[str, ...], settings: PipelineSettings, versions: Mapping[str, int]
+) -> tuple[RenderedModel, ...]:
+    tokenizer_dir = artifact.tokenizer_dir
+    if tokenizer_dir is None:
+        preprocess = artifact.signature.metadata.get("preprocess")
+        name = preprocess.get("tokenizer_dir", "tokenizer") if isinstance(preprocess, dict) else "tokenizer"
+        tokenizer_dir = artifact.onnx_path.parent / str(name)
+    return render_text_pipeline(env, source, artifact.signature, labels, settings, versions, tokenizer_dir, origin=str(artifact.signature_path))
+
+
+def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+    """--model FOLDER (checked now), --max-length, --new-head/--num-labels for a checkpoint without a head."""
+    model_dir = params.get("model")
+    if model_dir is None:
+        raise UserError("build text-classifier needs exactly one of --model PATH or --from-export DIR")
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise UserError(f"--model {model_dir}: no such folder; pass a Hugging Face model folder (config, weights, tokenizer)")
+    max_length = params.get("max_length")
+    if max_length is not None and max_length < 1:
+        raise UserError(f"--max-length must be >= 1, got {max_length}")
+    new_head = head_labels(params.get("new_head"), params.get("num_labels"))
+
+    def export(folder: Path) -> OnnxArtifact:
+        return export_text_classifier(
+            model_dir, folder, max_length=max_length, check_parity=options.check_parity, new_head=new_head, steps=steps
+        )
+
+    record = {"model": str(model_dir.resolve()), "max_length": max_length, "new_head": new_head is not None}
+    return FamilyJob(export=export, record=record, describe=f"exporting {model_dir.name} to ONNX")

@@ -5,6 +5,7 @@ Nothing here reads files or imports heavy packages, so every context is easy to 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,8 @@ DEFAULT_INSTANCE_COUNT = 1
 def preferred_batch_sizes(max_batch_size: int) -> tuple[int, ...]:
     """Powers of two from 2 up to, and always including, max_batch_size (so every size fits it)."""
     if max_batch_size < 1:
-        raise UserError(f"--max-batch-size must be >= 1 (dynamic batching needs batching), got {max_batch_size}")
+        # A caller's bug: the user's --max-batch-size is checked once, by pipelines.settings.PipelineSettings.
+        raise ValueError(f"max_batch_size must be >= 1 here, got {max_batch_size}")
     sizes = []
     size = 2
     while size < max_batch_size:
@@ -35,8 +37,24 @@ def batching_context(max_batch_size: int, max_queue_delay_us: int) -> dict[str, 
     return {"preferred_batch_sizes": list(preferred_batch_sizes(max_batch_size)), "max_queue_delay_us": max_queue_delay_us}
 
 
+# Tensor names reach configs and generated model.py files: a full match (re.fullmatch, so "x\n" fails) of
+# the characters exporters write (ONNX "input.1", TF-style "x:0", "/block/out", "[0]"); never quotes,
+# whitespace or backslashes. Generated code quotes them with repr() as well (the `py` filter).
+TENSOR_NAME = re.compile(r"[A-Za-z0-9_.:/\-\[\]]{1,256}")
+
+
+def check_tensor_name(name: str) -> str:
+    if not isinstance(name, str) or not TENSOR_NAME.fullmatch(name):
+        raise UserError(
+            f"tensor name {name!r} (signature.json): use at most 256 letters, digits and _ . : / - [ ]; "
+            "rename the model's inputs/outputs when exporting"
+        )
+    return name
+
+
 def tensor_context(name: str, dtype: str, dims: Sequence[int]) -> dict[str, Any]:
     """One config tensor: ``dtype`` is a numpy name, ``dims`` exclude the batch axis."""
+    check_tensor_name(name)
     return {"name": name, "data_type": dtypes.from_numpy(dtype).triton, "dims": [int(d) for d in dims]}
 
 
@@ -72,9 +90,12 @@ def config_context(
     kind: str,
     comment: str,
     instance_count: int = DEFAULT_INSTANCE_COUNT,
+    parameters: Mapping[str, str] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """The context every non-ensemble config template takes (plus per-platform ``extra`` keys)."""
+    """The context every non-ensemble config template takes (plus per-platform ``extra`` keys).
+
+    ``parameters``: the config's string ``parameters`` map (e.g. the model step's thread layout)."""
     if kind not in ("KIND_CPU", "KIND_GPU"):
         raise ValueError(f"unknown instance kind {kind}")
     if instance_count < 1:
@@ -83,6 +104,7 @@ def config_context(
         **_model_context(name, comment, max_batch_size, inputs, outputs),
         "batching": batching_context(max_batch_size, max_queue_delay_us),
         "instance_group": {"count": instance_count, "kind": kind},
+        "parameters": {str(k): str(v) for k, v in (parameters or {}).items()},
         **extra,
     }
 
@@ -218,11 +240,11 @@ def text_preprocess_context(
     }
 
 
-def onnx_python_model_context(name: str, signature: Signature, *, intra_op_threads: int = 0) -> dict[str, Any]:
+def onnx_python_model_context(name: str, signature: Signature) -> dict[str, Any]:
+    """The thread layout is not here: model.py reads it from its config's ``parameters`` at load."""
     return {
         "name": name,
         "model_file": "model.onnx",
         "inputs_map": {t.name: t.dtype for t in signature.inputs},
         "outputs_map": {t.name: t.dtype for t in signature.outputs},
-        "intra_op_threads": intra_op_threads,
     }

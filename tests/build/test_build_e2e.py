@@ -192,7 +192,9 @@ def test_build_live_loads_every_model_and_answers_when_asked(text_model: Path, t
     code = main(["build", "text-classifier", "--model", str(text_model), "--runtime", "python", "--out", str(tmp_path), "--skip-parity", "--live", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    live = json.loads(captured.out)["validation"]["live"]
+    validation = json.loads(captured.out)["validation"]
+    assert validation["command"].endswith(f"validate {tmp_path} --gpu --live") or validation["command"].endswith(f"validate {tmp_path} --no-gpu --live")
+    live = validation["live"]
     assert set(live) == {"text_classifier", "text_classifier_preprocess", "text_classifier_model", "text_classifier_postprocess"}
     assert all(v["loaded"] for v in live.values())
     assert live["text_classifier"]["inferred"] is True

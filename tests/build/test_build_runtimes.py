@@ -109,4 +109,5 @@ def test_build_prints_one_line_error_when_labels_do_not_match_classes(exports: d
     code = main(["build", "text-classifier", "--from-export", str(exports["text-classifier"]), "--out", str(tmp_path / "repo"), "--labels", str(labels)])
     last = capsys.readouterr().err.splitlines()[-1]
     assert code == 2 and last.startswith("error: ") and "2 labels" in last and "4 classes" in last
-    assert not list((tmp_path / "repo").iterdir())  # nothing written, staging removed
+    repo = tmp_path / "repo"
+    assert not repo.exists() or not list(repo.iterdir())  # nothing written, staging (and the new --out) removed

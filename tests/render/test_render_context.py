@@ -12,12 +12,12 @@ from render_signatures import image_signature, source_for, text_signature, versi
 
 from repo_builder.errors import UserError
 from repo_builder.paths import templates_dir
-from repo_builder.pipelines.common import PipelineSettings
 from repo_builder.pipelines.image_classification import render_image_pipeline
+from repo_builder.pipelines.settings import PipelineSettings
 from repo_builder.pipelines.text_classification import render_text_pipeline
 from repo_builder.render import context as ctx
-from repo_builder.render.parse_back import parse_config
 from repo_builder.render.environment import make_environment, pb_string
+from repo_builder.render.parse_back import parse_config
 from repo_builder.render.render import render_config
 from repo_builder.spec import Signature, TensorSpec
 
@@ -30,8 +30,9 @@ def test_preferred_batch_sizes_fit_max_batch_size_when_any_size(max_batch_size: 
     assert list(sizes) == sorted(set(sizes))
 
 
-def test_preferred_batch_sizes_raise_user_error_when_zero() -> None:
-    with pytest.raises(UserError, match="max-batch-size"):
+def test_preferred_batch_sizes_raise_value_error_when_zero() -> None:
+    # The user's --max-batch-size is checked once, by PipelineSettings; here zero is a caller's bug.
+    with pytest.raises(ValueError, match="max_batch_size"):
         ctx.preferred_batch_sizes(0)
 
 

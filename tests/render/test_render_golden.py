@@ -10,8 +10,8 @@ from google.protobuf import text_format
 from render_signatures import image_signature, source_for, text_signature, versions_for
 from tritonclient.grpc import model_config_pb2
 
-from repo_builder.pipelines.common import PipelineSettings
 from repo_builder.pipelines.image_classification import render_image_pipeline
+from repo_builder.pipelines.settings import PipelineSettings
 from repo_builder.pipelines.text_classification import render_text_pipeline
 from repo_builder.render.environment import make_environment
 

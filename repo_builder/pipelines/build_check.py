@@ -1,0 +1,140 @@
+"""After a build: judge the repository exactly as ``repo-builder validate`` would, and say which command that is.
+
+Build prints the validate command it ran, with the same flags, so a CI gate that runs that command gets
+the same verdict. The flags follow from the build: a TensorRT repository is judged for the GPU machine it
+targets (``--gpu``), and plans deferred with ``--defer-compile`` are expected (``--allow-pending``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repo_builder.errors import UserError
+from repo_builder.validate.live import LiveSettings
+from repo_builder.validate.location import target_has_gpu, validate_location
+from repo_builder.validate.records import Severity, ValidateOptions
+from repo_builder.validate.report import Report
+from repo_builder.validate.reporters.formatting import live_json
+
+Log = Callable[[str], None]
+DEFAULT_LOAD_TIMEOUT = 60.0  # seconds, as `repo-builder validate --load-timeout`
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """Build's validation flags, as the user gave them (None: decided from the build)."""
+
+    strict: bool = False
+    gpu: bool | None = None  # --gpu/--no-gpu; None: --gpu for tensorrt, else validate's own default
+    allow_pending: bool = False
+    live: bool = False
+    tritonserver: Path | None = None
+    load_timeout: float = DEFAULT_LOAD_TIMEOUT
+    allow_unproven: bool = False  # --live: models the embedded server cannot load here do not fail the build
+
+    def __post_init__(self) -> None:
+        if not self.load_timeout > 0:
+            raise UserError(f"--load-timeout must be positive, got {self.load_timeout}")
+        if not self.live and (self.tritonserver is not None or self.load_timeout != DEFAULT_LOAD_TIMEOUT or self.allow_unproven):
+            raise UserError("--tritonserver, --load-timeout and --allow-unproven only apply with --live")
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """The validation build runs: its options and the exact command that repeats it."""
+
+    repository: Path
+    options: ValidateOptions
+    request: CheckRequest
+
+    @property
+    def argv(self) -> list[str]:
+        args = ["repo-builder", "validate", str(self.repository)]
+        args += ["--strict"] if self.options.strict else []
+        args += ["--allow-pending"] if self.options.allow_pending else []
+        args += ["--gpu" if self.options.gpu_present else "--no-gpu"]  # explicit: never a machine-dependent default
+        if self.request.live:
+            args += ["--live"]
+            args += ["--tritonserver", str(self.request.tritonserver)] if self.request.tritonserver else []
+            if self.request.load_timeout != DEFAULT_LOAD_TIMEOUT:
+                args += ["--load-timeout", f"{self.request.load_timeout:g}"]
+            args += ["--allow-unproven"] if self.request.allow_unproven else []
+        return args
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    ok: bool
+    errors: int
+    warnings: int
+    command: str
+    lines: tuple[str, ...] = ()
+    live: dict[str, dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"ok": self.ok, "errors": self.errors, "warnings": self.warnings,
+                                "command": self.command, "diagnostics": list(self.lines)}
+        if self.live is not None:
+            data["live"] = self.live
+        return data
+
+
+def plan_check(repository: Path, runtime: str, pending_compile: bool, request: CheckRequest) -> CheckPlan:
+    """Which validation matches this build (pure, apart from asking for a GPU when nothing decides it)."""
+    # A TensorRT repository targets a GPU machine; otherwise validate's own default (printed explicitly).
+    gpu = True if request.gpu is None and runtime == "tensorrt" else target_has_gpu(request.gpu, live=request.live)
+    if pending_compile and not gpu:
+        raise UserError("--defer-compile targets a GPU machine; drop --no-gpu (plans are compiled and run there)")
+    options = ValidateOptions(strict=request.strict, allow_pending=request.allow_pending or pending_compile, gpu_present=gpu)
+    return CheckPlan(Path(repository), options, request)
+
+
+def rehearsal_options(runtime: str, pending_compile: bool) -> ValidateOptions:
+    """What the build's writer judges each rehearsed state with (``repository/judge.py``, a layer below,
+    takes them): the options of the check after the build with no validation flags given."""
+    return plan_check(Path("."), runtime, pending_compile, CheckRequest()).options
+
+
+def run_check(plan: CheckPlan, *, log: Log) -> CheckOutcome:
+    """Validate offline, then with ``live`` on the embedded Triton; log the diagnostics and the verdict."""
+    live = _live_settings(plan) if plan.request.live else None
+    if live is not None:
+        log("live: loading every model into the embedded Triton and sending one request per ensemble")
+    # The library call behind `repo-builder validate`: the printed command gives this same verdict. Under
+    # --live, ``log`` gets validate's own progress: a line as each load starts and one with its verdict.
+    report = validate_location(plan.repository, plan.options, live=live, progress=log)
+    live_results = _live_results(report) if live is not None else None
+    lines = tuple(
+        f"{d.severity.value} {d.code} {d.path}: {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
+        for d in report.diagnostics
+    )
+    for line in lines:
+        log(f"  {line}")
+    errors, warnings = report.count(Severity.ERROR), report.count(Severity.WARNING)
+    ok = report.exit_code(Severity.ERROR) == 0
+    verdict = "passes" if ok else "FAILS"
+    log(f"validate: {plan.repository} {verdict} ({len(report.models)} models, {errors} errors, {warnings} warnings)")
+    return CheckOutcome(ok, errors, warnings, plan.command, lines, live_results)
+
+
+def _live_settings(plan: CheckPlan) -> LiveSettings:
+    tritonserver = str(plan.request.tritonserver) if plan.request.tritonserver else None
+    return LiveSettings(tritonserver=tritonserver, load_timeout=plan.request.load_timeout, strict=plan.options.strict,
+                        allow_unproven=plan.request.allow_unproven)
+
+
+def _live_results(report: Report) -> dict[str, dict[str, Any]]:
+    """Each model's live result for build's JSON summary, with the report's own wording of its status."""
+    return {
+        m.name: {**(live_json(m) or {}), "status_text": m.live.verdict_text}
+        for m in report.models
+        if m.live is not None
+    }

@@ -1,0 +1,145 @@
+"""``repo-builder build`` as a library call: a ``BuildRequest`` in, the built repository and its verdict out.
+
+``build()`` checks every option before anything is exported, builds the family's pipeline, then validates
+the repository exactly as the ``repo-builder validate`` command it reports would.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repo_builder.compile import CompileSettings
+from repo_builder.compile.plan import require_build_environment
+from repo_builder.errors import ToolError, UserError
+from repo_builder.export.progress import Steps
+from repo_builder.pipelines.assemble import BuildOptions, BuildResult
+from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, plan_check, run_check
+from repo_builder.pipelines.classification import check_labels_file
+from repo_builder.pipelines.registry import Family, build_family, family, prepare_family
+from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
+from repo_builder.pipelines.settings import PipelineSettings
+from repo_builder.render.tuning import ModelTuning, step_instances, tune_model_step
+
+Log = Callable[[str], None]
+
+
+def _silent(message: str) -> None:
+    """Quiet builds drop progress and notes; errors still raise."""
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """Everything ``build`` needs; the CLI fills it from its options (defaults as its --help shows)."""
+
+    family: str  # a key of pipelines.registry.FAMILIES: resnet50, image-classifier, text-classifier
+    out: Path
+    params: Mapping[str, Any] = field(default_factory=dict)  # the family's own options by dest (+ from_export)
+    name: str | None = None  # default: the family's
+    runtime: str = "auto"
+    max_batch_size: int = 8
+    top_k: int = 5
+    version: int | None = None
+    force: bool = False
+    templates: Path | None = None
+    labels: Path | None = None
+    defer_compile: bool = False
+    precision: str = "fp16"
+    check_parity: bool = True
+    instances: int | None = None
+    intra_op_threads: int | None = None
+    step_instances: int | None = None  # pre/post (Python) steps' instances; None: render.tuning.step_instances
+    check: CheckRequest = field(default_factory=CheckRequest)
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    result: BuildResult
+    check: CheckOutcome
+
+    @property
+    def ok(self) -> bool:
+        return self.check.ok
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.result.to_json(), "validation": self.check.to_json()}
+
+
+def _check_paths(request: BuildRequest) -> None:
+    out = Path(request.out)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:/", str(out)):  # s3://, gs:// ... (s3:/ once a Path)
+        raise UserError(f"--out {out}: build writes a local folder; build locally, then copy it to the object store")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    if request.templates is not None and not Path(request.templates).is_dir():
+        raise UserError(f"--templates {request.templates}: not a folder; pass a copy of the shipped templates/ folder")
+    check_labels_file(request.labels)
+
+
+def _compile_settings(request: BuildRequest, choice: RuntimeChoice) -> Any:
+    if choice.runtime != "tensorrt":
+        return None
+    settings = CompileSettings(max_batch_size=request.max_batch_size, precision=request.precision)
+    if not request.defer_compile:
+        # Fail before the export when this machine cannot build a plan, and say how to split the work.
+        try:
+            require_build_environment(settings.builder)
+        except (UserError, ToolError) as exc:  # no GPU/TensorRT here is the machine's limit (exit 3)
+            raise type(exc)(f"{exc}; or pass --defer-compile and run 'repo-builder compile-pending' on a GPU machine") from None
+    return settings
+
+
+def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, ModelTuning]:
+    """BuildOptions from the request (every option checked; nothing exported or written yet)."""
+    _check_paths(request)
+    choice = probe_runtime(request.runtime, defer_compile=request.defer_compile)
+    tuning = tune_model_step(request.instances, request.intra_op_threads)
+    step_count, decode_count = step_instances(request.step_instances, tuning.cores)
+    # PipelineSettings checks --name, --max-batch-size and --top-k: the one place they are checked.
+    settings = PipelineSettings(
+        name=request.name if request.name is not None else chosen.default_name,
+        runtime=choice.runtime,
+        max_batch_size=request.max_batch_size,
+        top_k=request.top_k,
+        instance_count=tuning.instance_count,
+        intra_op_threads=tuning.intra_op_threads,
+        step_instance_count=step_count,
+        decode_instance_count=decode_count,
+    )
+    options = BuildOptions(
+        out=Path(request.out),
+        settings=settings,
+        version=request.version,
+        force=request.force,
+        templates=request.templates,
+        labels=request.labels,
+        defer_compile=request.defer_compile,
+        compile_settings=_compile_settings(request, choice),
+        check_parity=request.check_parity,
+        runtime_reason=choice.reason,
+    )
+    return options, tuning
+
+
+def build(request: BuildRequest, *, log: Log | None = None, steps: Steps | None = None) -> BuildOutcome:
+    """Build ``request.family`` into ``request.out`` and validate it; ``outcome.check.command`` repeats the check.
+
+    ``log`` receives progress lines (None: quiet); raises UserError/ToolError for bad input or a missing tool.
+    """
+    log = log or _silent
+    chosen = family(request.family)
+    options, tuning = build_options(request, chosen)
+    # Refuse a contradictory check (e.g. --defer-compile --no-gpu) before anything is exported.
+    plan_check(options.out, options.settings.runtime, options.defer_compile, request.check)
+    steps = steps or Steps(False)
+    job = prepare_family(chosen, options, request.params, steps)
+    result = build_family(chosen, options, request.params, steps=steps, log=log, job=job)
+    log(tuning.summary())  # after the build: an option refused on the way (e.g. --version taken) stays one line
+    plan = plan_check(result.repository, result.runtime, result.pending_compile, request.check)
+    # A note, not a timed step: --live shows its own progress, and two live displays cannot nest.
+    steps.note(f"validating: {plan.command}")
+    outcome = run_check(plan, log=log)
+    return BuildOutcome(result, outcome)

@@ -1,0 +1,134 @@
+"""The model families ``repo-builder build`` knows: one record each.
+
+A family says which task its exports carry, how to export its model (or read an existing export), how to
+render its steps from the export, which extra options its command takes and which templates it uses. The
+model step, the ensemble and the writing are generic. Adding a family = one ``Family`` record here, its
+module (``prepare`` + ``render``) and its templates; ``cli/build.py`` reads its subcommands from FAMILIES.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from repo_builder.errors import UserError
+from repo_builder.export.progress import Steps
+from repo_builder.pipelines import image_classification, text_classification
+from repo_builder.pipelines.assemble import BuildOptions, BuildResult, Log, build_pipeline, read_task_export
+from repo_builder.pipelines.family import FamilyJob, FamilyOption, FamilyRenderer, Prepare
+from repo_builder.pipelines.settings import ModelSource
+from repo_builder.render.rendered import RenderedModel
+from repo_builder.spec import OnnxArtifact
+
+__all__ = ["FAMILIES", "Family", "FamilyJob", "FamilyOption", "build_family", "family", "prepare_family"]
+
+
+@dataclass(frozen=True)
+class Family:
+    command: str  # the subcommand: ``repo-builder build <command>``
+    task: str  # signature.json metadata "task" its exports carry; --from-export of another task is refused
+    summary: str  # the subcommand's --help
+    default_name: str  # --name when not given
+    prepare: Prepare  # the family's options -> how to export, what to record (cheap checks, no export yet)
+    render: FamilyRenderer  # the export -> every model of the pipeline
+    options: tuple[FamilyOption, ...] = ()  # extra CLI options; values reach ``prepare`` by ``dest``
+    templates: tuple[str, ...] = ()  # the model.py templates it renders (config templates are generic)
+
+
+FAMILIES: dict[str, Family] = {
+    f.command: f
+    for f in (
+        Family(
+            command="resnet50",
+            task="image-classification",
+            summary="torchvision ResNet50: encoded image bytes in, top-k ImageNet labels out.",
+            default_name="resnet50",
+            prepare=image_classification.prepare_resnet50,
+            render=image_classification.render_family,
+            options=image_classification.RESNET50_OPTIONS,
+            templates=image_classification.TEMPLATES,
+        ),
+        Family(
+            command="image-classifier",
+            task="image-classification",
+            summary="Any torchvision classifier (torchvision:NAME) or your fine-tuned one (PATH.pt): "
+            "encoded image bytes in, top-k labels out; resize/crop/mean/std from the weights' own transforms.",
+            default_name="image_classifier",
+            prepare=image_classification.prepare_image_classifier,
+            render=image_classification.render_family,
+            options=image_classification.IMAGE_CLASSIFIER_OPTIONS,
+            templates=image_classification.TEMPLATES,
+        ),
+        Family(
+            command="text-classifier",
+            task="text-classification",
+            summary="A Hugging Face text classifier: text in, top-k labels (id2label) out.",
+            default_name="text_classifier",
+            prepare=text_classification.prepare_text_classifier,
+            render=text_classification.render_family,
+            options=text_classification.TEXT_CLASSIFIER_OPTIONS,
+            templates=text_classification.TEMPLATES,
+        ),
+    )
+}
+
+
+def family(command: str) -> Family:
+    found = FAMILIES.get(command)
+    if found is None:
+        raise UserError(f"unknown model family '{command}'; choose one of {', '.join(sorted(FAMILIES))}")
+    return found
+
+
+def build_family(
+    chosen: Family | str,
+    options: BuildOptions,
+    params: Mapping[str, Any],
+    *,
+    steps: Steps | None = None,
+    log: Log | None = None,
+    job: FamilyJob | None = None,
+) -> BuildResult:
+    """Build ``chosen``'s pipeline into ``options.out``; ``params`` holds the family's own options by dest
+    (``from_export`` included). ``steps`` shows progress (quiet when None); ``job``: from ``prepare_family``."""
+    chosen = family(chosen) if isinstance(chosen, str) else chosen
+    steps = steps or Steps(False)
+    job = job or prepare_family(chosen, options, params, steps)
+
+    exported: list[OnnxArtifact] = []
+
+    def export(folder: Path) -> OnnxArtifact:
+        steps.note(job.describe)  # a note, not a step: the exporter shows its own timed steps inside
+        exported.append(job.export(folder))
+        return exported[-1]
+
+    def render(env: Any, source: ModelSource, artifact: OnnxArtifact, labels: tuple[str, ...], versions: Mapping[str, int]) -> tuple[RenderedModel, ...]:
+        with steps.step("rendering configs and model.py files"):
+            return chosen.render(env, source, artifact, labels, options.settings, versions)
+
+    record = {**dict(job.record), **dict(options.record)}
+    kwargs = {"log": log} if log is not None else {}
+    result = build_pipeline(replace(options, record=record), export, render, pipeline=chosen.task, **kwargs)
+    head = exported[-1].signature.metadata.get("head") if exported else None
+    return replace(result, head=str(head) if head is not None else None)
+
+
+def prepare_family(chosen: Family, options: BuildOptions, params: Mapping[str, Any], steps: Steps) -> FamilyJob:
+    """Check the family's options before anything is staged: --from-export DIR (any family: read, task
+    checked) or the family's own export."""
+    from_export = params.get("from_export")
+    if from_export is None:
+        return chosen.prepare(params, options, steps)
+    given = [o.flags[0] for o in chosen.options if o.conflicts_with_export and params.get(o.dest) not in (None, o.default)]
+    if given:
+        raise UserError(f"--from-export builds from an existing export; drop {', '.join(given)}")
+    folder = Path(from_export)
+    read_task_export(folder, chosen.task)  # fail before staging anything
+
+    def export(_: Path) -> OnnxArtifact:
+        return read_task_export(folder, chosen.task)
+
+    return FamilyJob(export=export, record={"model": str(folder.resolve()), "from_export": True},
+                     describe=f"reading the export {folder}")

@@ -1,0 +1,270 @@
+"""The BENCHMARKS.md section of scripts/bench/pipeline.py: targets, ratios, accuracy, profiles."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+# issue 15's targets on this kind of machine (ratios measured in one run)
+TARGETS = {
+    "image_preprocess_ratio": 2.0,
+    "image_preprocess_ratio_large": 5.0,
+    "text_preprocess_ratio": 5.0,
+    "serving_efficiency": 0.9,
+    "tuned_vs_default": 1.5,
+}
+MEANING = {
+    "image_preprocess_ratio": "image preprocessing vs the published example, 500x375 JPEGs",
+    "image_preprocess_ratio_large": "same, large photos (worst of 1920x1080 and 4032x3024)",
+    "text_preprocess_ratio": "text preprocessing vs pad-to-512 (server compute per text)",
+    "serving_efficiency": "end to end at concurrency 4 / in-process ceiling",
+    "tuned_vs_default": "tuned build vs the previous default build, concurrency 4",
+}
+
+
+def _targets(figures: dict[str, Any]) -> list[str]:
+    lines = ["| figure | what | measured | target | |", "|---|---|---:|---:|---|"]
+    for key, target in TARGETS.items():
+        value = figures.get(key)
+        shown = "n/a" if value is None else f"{value:.2f}"
+        verdict = "met" if value is not None and value >= target else "**missed**"
+        lines.append(f"| `{key}` | {MEANING[key]} | {shown} | {target:g} | {verdict} |")
+    return lines
+
+
+def _preprocessing(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| input | ours items/s | baseline items/s | items/s ratio | ours server ms/item | baseline server ms/item | server ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    rows = [(f"JPEG {size}", f) for size, f in results["image_preprocess"].items()]
+    rows.append(("text (8-60 in-vocabulary words)", results["text_preprocess"]))
+    floor = results["text_preprocess"].get("floor")
+    for label, f in rows:
+        lines.append(
+            f"| {label} | {f['ours']['items_per_s']:.1f} | {f['baseline']['items_per_s']:.1f} | {f['ratio']:.2f} "
+            f"| {f['ours']['item_ms']:.2f} | {f['baseline']['item_ms']:.2f} | {f['compute_ratio']:.2f} |"
+        )
+    if floor:
+        lines += [
+            "",
+            f"The floor: a Python step that only echoes its input costs {floor['item_ms']:.2f} ms per item on the server "
+            f"({floor['items_per_s']:.0f} items/s through the same client), which every Python step pays per execution. "
+            f"Above that floor, tokenizing costs {results['figures']['text_preprocess_ratio_above_floor']:.2f}x less than pad-to-512 "
+            "(`text_preprocess_ratio_above_floor`).",
+        ]
+    return lines
+
+
+def _end_to_end(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| concurrency | requests/s | items/s | p50 ms | p90 ms | p99 ms | slowest step | per step: queue / compute ms per request |",
+        "|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for level in results["end_to_end"]["levels"]:
+        steps = "; ".join(f"{s['model']}: {s['queue_ms']:.1f} / {s['compute_ms']:.1f} (batch {s['mean_batch']:.1f})" for s in level["steps"][1:])
+        lines.append(
+            f"| {level['concurrency']} | {level['requests_per_s']:.1f} | {level['items_per_s']:.1f} | {level['p50_ms']:.1f} "
+            f"| {level['p90_ms']:.1f} | {level['p99_ms']:.1f} | {level['slowest_step']} | {steps} |"
+        )
+    return lines
+
+
+def _tuned(results: dict[str, Any]) -> list[str]:
+    tuned = results["end_to_end"]["tuned_vs_default"]
+    lines = [
+        f"Tuned ({results['machine'].get('tuning', 'build defaults')}) {tuned['tuned_items_per_s']:.1f} items/s vs the previous default "
+        f"(1 instance on every core, spinning on) {tuned['default_items_per_s']:.1f} items/s: **{tuned['ratio']:.2f}x**. "
+        "Both use the new preprocessing; only the model step differs.",
+        "",
+        "| build | step | queue ms | compute ms | mean batch |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for role, steps in tuned["profile"].items():
+        lines += [f"| {role} | {s['model']} | {s['queue_ms']:.1f} | {s['compute_ms']:.1f} | {s['mean_batch']:.2f} |" for s in steps[1:]]
+    return lines
+
+
+def _ceiling(results: dict[str, Any]) -> list[str]:
+    best = results["ceiling"]["best"]
+    grid = ", ".join(f"{g['streams']}x{g['threads']}t b{g['batch']}: {g['items_per_s']:.1f}" for g in results["ceiling"]["grid"])
+    return [
+        f"Ceiling (same preprocessing + ONNX in one process, best of streams x threads x batch): "
+        f"{best['items_per_s']:.1f} items/s at {best['streams']} stream(s) x {best['threads']} thread(s), batch {best['batch']}.",
+        f"Grid: {grid}.",
+    ]
+
+
+def _accuracy(results: dict[str, Any]) -> list[str]:
+    lines = ["| JPEG size | mean abs diff | max abs diff |", "|---|---:|---:|"]
+    lines += [f"| {size} | {f['mean_abs']:.4f} | {f['max_abs']:.3f} |" for size, f in results["accuracy"].items()]
+    return lines
+
+
+WHY = {
+    "image_preprocess_ratio_large": (
+        "Large photos: draft mode cuts the IDCT, colour conversion and resize, not the JPEG's entropy (Huffman) "
+        "decoding, which every decoder must do in full (about 30 ms for a 3.3 MB 12 MP photo here, single thread); "
+        "the rest of the gain comes from decoding a batch's photos on both cores at once, which a machine shared "
+        "with other jobs only partly gives (see the server ms/item column: the per-photo cost ratio). The decoding step "
+        "runs two instances by default for this reason (measured by hand on 12 MP photos: 36 photos/s with two, 23 with one)."
+    ),
+    "serving_efficiency": (
+        "Serving efficiency: the load generator is a Python gRPC client on the same 2 cores (perf_analyzer's C++ "
+        "client, where run, leaves more to the server), and each request crosses three Python-backend steps; the "
+        "end-to-end table shows the model step is the slowest step and where requests queue."
+    ),
+    "image_preprocess_ratio": "Image preprocessing (500x375): see the per-size table.",
+}
+
+
+def _text_why(results: dict[str, Any]) -> str:
+    """The missed text target, in this run's own figures: what the Python backend costs either side."""
+    figures, served = results["figures"], results["text_preprocess"]
+    floor, ours, base = served["floor"]["item_ms"], served["ours"]["item_ms"], served["baseline"]["item_ms"]
+    work = results["text_profile"]["batch_1"]
+    bound, target = figures["text_preprocess_ratio_bound"], TARGETS["text_preprocess_ratio"]
+    reach = f", so no Python-backend step can reach {target:g}x against it on this machine" if bound < target else ""
+    return (
+        f"Text: served, pad-to-512 costs {base:.2f} ms of server time per text and ours {ours:.2f} ms; a Python step that only "
+        f"echoes its input costs {floor:.2f} ms (the stub's round trip, reading the request, one response): a step that did "
+        f"nothing at all would be {bound:.2f}x the baseline here{reach}. The tokenizing work itself is {figures['text_preprocess_ratio_in_process']:.2f}x "
+        f"cheaper in process ({work['ours_ms']:.3f} vs {work['baseline_ms']:.3f} ms per text, profile below), and "
+        f"{figures['text_preprocess_ratio_above_floor']:.2f}x above the floor when served.{_rest(ours - floor - work['ours_ms'])} "
+        "Pre/post steps now run one instance by default (`--step-instances`), so dynamic batching gathers more texts per execution."
+    )
+
+
+def _rest(rest_ms: float) -> str:
+    """What ours pays served beyond the floor and its own tokenizing, when anything is left."""
+    if rest_ms <= 0.005:
+        return ""
+    return (
+        f" The remaining {rest_ms:.2f} ms per text is the backend's per-output work (three int64 outputs per request where "
+        "the echo returns one; not measured separately)."
+    )
+
+
+def _tuned_why(results: dict[str, Any]) -> str:
+    """The missed tuned-vs-default target, from this run's per-step profile."""
+    tuned = results["end_to_end"]["tuned_vs_default"]
+    model = {role: next(s for s in steps if s["model"].endswith("_model")) for role, steps in tuned["profile"].items()}
+    default_ms = model["default"]["compute_ms"] / max(model["default"]["mean_batch"], 1e-9)
+    tuned_ms = model["tuned"]["compute_ms"] / max(model["tuned"]["mean_batch"], 1e-9) / 2  # two instances at once
+    return (
+        f"Tuned vs default: {tuned['tuned_items_per_s']:.1f} vs {tuned['default_items_per_s']:.1f} items/s. The default's one "
+        f"session on every core batched {model['default']['mean_batch']:.2f} requests per execution at "
+        f"{model['default']['compute_ms']:.0f} ms, the tuned two one-thread sessions {model['tuned']['mean_batch']:.2f} at "
+        f"{model['tuned']['compute_ms']:.0f} ms each: about {default_ms:.0f} vs {tuned_ms:.0f} ms of model step per image. "
+        "The default queues longer and so batches more, which makes up for its spinning threads. On this shared 2-core "
+        "machine the figure does not hold still: earlier full runs of the same model steps measured 1.56x (load 3.7-5.5) "
+        "and 1.07x (load 1.6-2.8); a quiet machine is needed to settle it. Pre/post instance counts do not explain it "
+        "(checked by hand in one server: the tuned build with two pre/post instances served 18.9 images/s, with one 20.4)."
+    )
+
+
+def _serving_why(results: dict[str, Any]) -> str:
+    figures = results["figures"]
+    c4 = next(level for level in results["end_to_end"]["levels"] if level["concurrency"] == 4)
+    second = figures.get("serving_efficiency_perf_analyzer")
+    by_pa = f"; by perf_analyzer's throughput {second:.2f}" if second else ""
+    rest = WHY["serving_efficiency"].removeprefix("Serving efficiency: ")
+    return (
+        f"Serving efficiency: {c4['items_per_s']:.1f} items/s served at concurrency 4 against a ceiling of "
+        f"{results['ceiling']['best']['items_per_s']:.1f}{by_pa}. " + rest[:1].upper() + rest[1:]
+        + " The ceiling is measured after the served phases, not interleaved with them, so a change in the machine's load "
+        "between the two moves this ratio."
+    )
+
+
+def _why(results: dict[str, Any]) -> list[str]:
+    figures = results["figures"]
+    missed = [key for key, target in TARGETS.items() if figures.get(key) is None or figures[key] < target]
+    explain = {"text_preprocess_ratio": _text_why, "tuned_vs_default": _tuned_why, "serving_efficiency": _serving_why}
+    return [f"- {explain[key](results) if key in explain else WHY[key]}" for key in missed]
+
+
+def _text_profile(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| texts per call | ours: tokenize | ours: to arrays | ours ms/text | pad-to-512: tokenizer call | pad-to-512: astype | pad-to-512 ms/text | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, row in results["text_profile"].items():
+        lines.append(
+            f"| {key.removeprefix('batch_')} | {row['ours_tokenize']:.4f} | {row['ours_to_arrays']:.4f} | {row['ours_ms']:.4f} "
+            f"| {row['baseline_tokenize_pad_512']:.4f} | {row['baseline_to_int64']:.4f} | {row['baseline_ms']:.4f} | {row['ratio']:.2f} |"
+        )
+    return lines
+
+
+def _perf_analyzer(results: dict[str, Any]) -> list[str]:
+    second = results["end_to_end"].get("perf_analyzer")
+    if not second:
+        return ["perf_analyzer 2.51: not run in this measurement (`--perf-analyzer PATH`; see docs/performance.md)."]
+    if second["returncode"] != 0:
+        said = " ".join(second["stderr"].split())[-200:]
+        return [f"perf_analyzer 2.51 failed (exit {second['returncode']}): `{said}`"]
+    efficiency = results["figures"].get("serving_efficiency_perf_analyzer")
+    tail = f" Serving efficiency by its throughput: **{efficiency:.2f}** (its C++ client leaves more CPU to the server)." if efficiency else ""
+    line = next((x for x in second["summary"] if x.startswith("Concurrency:")), "; ".join(second["summary"]))
+    return ["perf_analyzer 2.51, tuned ensemble (second opinion): " + line + "." + tail]
+
+
+def _load_note(machine: dict[str, Any]) -> str:
+    phases = machine.get("load_after_phase", {})
+    busiest = max([machine["load_average_before"][0], machine["load_average_after"][0], *(v[0] for v in phases.values())])
+    if busiest <= machine["cores"] * 0.5:
+        return ""
+    by_phase = ", ".join(f"{key.replace('_', ' ')} {value[0]:.1f}" for key, value in phases.items())
+    return (
+        f" The machine was loaded during this run (1-minute load up to {busiest:.1f} on {machine['cores']} cores: other jobs, "
+        "such as test suites, shared it), so absolute rates are low; the interleaved ratios are the figures to read"
+        + (f". 1-minute load after each phase: {by_phase}." if by_phase else ".")
+    )
+
+
+def markdown(results: dict[str, Any], plan: Any) -> str:
+    machine = results["machine"]
+    parts = [
+        "## Pipeline performance (scripts/bench/pipeline.py)",
+        "",
+        f"{machine['cores']} cores, {platform.python_version()}, load average {machine['load_average_before']} before and "
+        f"{machine['load_average_after']} after (the machine is shared: read ratios, which are measured in interleaved "
+        f"rounds of {plan.seconds:g} s after {plan.warmup:g} s warm-up, {plan.rounds} rounds, medians). ResNet50 with random "
+        "weights and a tiny BERT, `--runtime python` (build's defaults: pre/post steps one instance each, the image decoding step two), one "
+        "embedded Triton 2.51 serving everything, tritonclient gRPC, closed loop." + _load_note(machine),
+        "",
+        *_targets(results["figures"]),
+        "",
+        *(["Where a target is missed, and why:", "", *_why(results), ""] if _why(results) else []),
+        "### Preprocessing, served side by side (concurrency 4, one image or text per request)",
+        "",
+        *_preprocessing(results),
+        "",
+        "### Text preprocessing profile (in process, ms per text, medians of interleaved rounds)",
+        "",
+        "Each side's own work without the Python backend around it: the generated step's tokenizer (`tokenizers`, "
+        "truncation, padding to the batch's longest rounded up to 8) and its conversion to the model's arrays, "
+        "against the baseline's `transformers` call padded to 512 and its int64 conversion.",
+        "",
+        *_text_profile(results),
+        "",
+        "### End to end (ResNet50 ensemble, 500x375 JPEGs)",
+        "",
+        *_end_to_end(results),
+        "",
+        *_ceiling(results),
+        "",
+        "### Tuned vs the previous default",
+        "",
+        *_tuned(results),
+        "",
+        "### Accuracy of the generated image step against torchvision's weights transforms (normalised units)",
+        "",
+        *_accuracy(results),
+        "",
+        "Limits from issue 15: mean <= 0.02, max <= 0.25 (one gray level is 0.017).",
+        "",
+        *_perf_analyzer(results),
+    ]
+    return "\n".join(parts)

@@ -1,0 +1,112 @@
+"""`repo-builder bench REPO` on the real embedded Triton, and its refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from repo_builder.cli.main import main
+from repo_builder.errors import UserError
+from repo_builder.triton.bench import StepStats, default_models, payloads_for, percentile, slowest_step
+
+DOUBLE_PY = '''import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy() * 2)])
+            for r in requests
+        ]
+'''
+DOUBLE_CONFIG = '''name: "double"
+backend: "python"
+max_batch_size: 4
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]
+dynamic_batching { }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+'''
+ENSEMBLE_CONFIG = '''name: "pipeline"
+platform: "ensemble"
+max_batch_size: 4
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 3 ] } ]
+ensemble_scheduling { step [ { model_name: "double" model_version: -1 input_map { key: "X" value: "X" } output_map { key: "Y" value: "Y" } } ] }
+'''
+
+
+def write_repository(root: Path) -> Path:
+    (root / "double" / "1").mkdir(parents=True)
+    (root / "double" / "config.pbtxt").write_text(DOUBLE_CONFIG)
+    (root / "double" / "1" / "model.py").write_text(DOUBLE_PY)
+    (root / "pipeline" / "1").mkdir(parents=True)
+    (root / "pipeline" / "config.pbtxt").write_text(ENSEMBLE_CONFIG)
+    (root / "pipeline" / "1" / "placeholder.txt").write_text("keeps the folder")
+    return root
+
+
+def test_percentile_takes_nearest_rank_when_values_are_few() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == 50.0
+    assert percentile(values, 0.99) == 99.0
+    assert percentile([], 0.9) == 0.0
+
+
+def test_slowest_step_names_most_compute_when_steps_ran() -> None:
+    steps = [StepStats("pre", 10, 5, 0.5, 2.0), StepStats("model", 10, 5, 3.0, 9.0), StepStats("idle", 0, 0, 0.0, 0.0)]
+    assert slowest_step(steps).model == "model"
+
+
+def test_default_models_lists_ensembles_when_repository_has_them(tmp_path: Path) -> None:
+    assert default_models(write_repository(tmp_path)) == ("pipeline",)
+
+
+def test_payloads_for_refuses_when_input_is_unknown() -> None:
+    config = text_format.Parse(DOUBLE_CONFIG, model_config_pb2.ModelConfig())
+    assert payloads_for(config, {})[0]["X"][0].shape == (1, 3)
+    with pytest.raises(UserError, match="has no such input"):
+        payloads_for(config, {"IMAGE": [b"x"]})
+
+
+@pytest.mark.parametrize(("args", "message"), [(["--concurrency", "1,x"], "whole numbers"), (["--concurrency", "0"], ">= 1"), (["--input", "nofile"], "NAME=FILE")])
+def test_bench_refuses_when_options_are_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    assert main(["bench", str(write_repository(tmp_path)), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bench_refuses_when_repository_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", str(tmp_path / "nothing")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_bench_measures_ensemble_and_names_step_when_served(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    code = main(["bench", str(write_repository(tmp_path / "repo")), "--concurrency", "1,2", "--seconds", "1", "--warmup", "0.3", "--json", str(out)])
+    assert code == 0
+    report = json.loads(out.read_text())
+    levels = report["models"][0]["levels"]
+    assert [level["concurrency"] for level in levels] == [1, 2]
+    assert all(level["requests"] > 0 and level["errors"] == 0 for level in levels)
+    assert levels[0]["slowest_step"] == "double"
+    assert {s["model"] for s in levels[0]["steps"]} == {"pipeline", "double"}
+    assert "pipeline" in capsys.readouterr().out
+
+
+def test_bench_refuses_in_one_line_when_config_is_over_the_size_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from repo_builder.validate.scan import MAX_CONFIG_BYTES
+
+    repo = write_repository(tmp_path)
+    with (repo / "pipeline" / "config.pbtxt").open("r+b") as handle:
+        handle.truncate(MAX_CONFIG_BYTES + 1)  # sparse: costs no disk, and bench must not read it
+    assert main(["bench", str(repo)]) == 2
+    err = capsys.readouterr().err
+    assert "config.pbtxt" in err and "over the" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

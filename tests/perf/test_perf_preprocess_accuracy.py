@@ -1,0 +1,83 @@
+"""The generated image step (draft decoding, crop-box resize, uint8 layout first) against torchvision's transforms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from perf_steps import write_image_preprocess
+
+MEAN_LIMIT = 0.02  # issue 15: normalised units, per image size
+MAX_LIMIT = 0.25
+
+
+@pytest.fixture(scope="module")
+def transforms():
+    from torchvision.models import ResNet50_Weights
+
+    return ResNet50_Weights.IMAGENET1K_V2.transforms()
+
+
+@pytest.mark.slow
+def test_image_preprocess_matches_torchvision_when_photos_of_every_size(tmp_path: Path, transforms) -> None:
+    from accuracy import image_accuracy
+
+    figures = image_accuracy(write_image_preprocess(tmp_path), transforms, count=3)
+    assert set(figures) == {"500x375", "1920x1080", "4032x3024"}
+    for size, figure in figures.items():
+        assert figure["mean_abs"] <= MEAN_LIMIT, (size, figure)
+        assert figure["max_abs"] <= MAX_LIMIT, (size, figure)
+
+
+def test_image_preprocess_equals_full_resize_then_crop_when_no_draft(tmp_path: Path, transforms) -> None:
+    """Resizing only the crop's region gives torchvision's pixels, not an approximation of them."""
+    from accuracy import image_accuracy
+
+    figures = image_accuracy(write_image_preprocess(tmp_path, draft_margin=0), transforms, count=2, sizes=("500x375",))
+    # One gray level is 1 / (255 * 0.225) = 0.017 normalised units: at most PIL's fixed-point rounding apart.
+    assert figures["500x375"]["max_abs"] <= 0.02, figures
+
+
+def test_image_preprocess_fails_only_its_request_when_bytes_are_not_an_image(tmp_path: Path) -> None:
+    from accuracy import load_step
+    from photos import photo
+
+    module = load_step(write_image_preprocess(tmp_path), "bad_image_step")
+    model = module.TritonPythonModel()
+    model.initialize({})
+    batch = np.zeros((2, 3, 224, 224), dtype=np.float32)
+    model.fill(batch, 0, photo(320, 240, seed=1))
+    with pytest.raises(Exception):  # noqa: B017 - PIL's UnidentifiedImageError; execute() turns it into that request's error
+        model.fill(batch, 1, b"not an image")
+    assert np.abs(batch[0]).sum() > 0
+    model.finalize()
+
+
+def _encoded(image, fmt: str) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **({"quality": 90} if fmt == "JPEG" else {}))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("mode", "fmt", "size"),
+    [("RGBA", "PNG", (300, 260)), ("L", "JPEG", (1600, 1200)), ("CMYK", "JPEG", (640, 480)), ("P", "PNG", (260, 300))],
+)
+def test_image_preprocess_matches_torchvision_when_image_is_not_rgb(tmp_path: Path, transforms, mode: str, fmt: str, size: tuple[int, int]) -> None:
+    import io
+
+    from accuracy import load_step, reference_output, step_output
+    from photos import photo
+    from PIL import Image
+
+    source = Image.open(io.BytesIO(photo(*size, seed=3))).convert(mode)
+    data = _encoded(source, fmt)
+    module = load_step(write_image_preprocess(tmp_path), f"mode_step_{mode}")
+    model = module.TritonPythonModel()
+    model.initialize({})
+    diff = np.abs(step_output(model, module, [data]) - reference_output(transforms, [data]))
+    model.finalize()
+    assert diff.mean() <= MEAN_LIMIT and diff.max() <= MAX_LIMIT, (mode, float(diff.mean()), float(diff.max()))
