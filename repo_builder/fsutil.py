@@ -67,6 +67,19 @@ def read_json_format(path: Path, version: int) -> dict[str, Any]:
     return data
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (one we may not signal counts: it exists)."""
+    if pid <= 0:
+        return False  # 0 and negatives name process groups to os.kill, not a process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def prepare_out_dir(out_dir: Path) -> Path:
     """``--out`` as an existing folder (created with its parents when missing), or a one-line UserError."""
     out_dir = Path(out_dir)

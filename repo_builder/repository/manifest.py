@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from repo_builder import __version__
-from repo_builder.fsutil import write_json_atomic
+from repo_builder.compat import UTC
+from repo_builder.fsutil import sha256_file, write_json_atomic
+from repo_builder.triton_layout import CONFIG_FILE
 
 MANIFEST_FILE = "repo-builder.json"
 MANIFEST_FORMAT = 1
@@ -36,7 +38,9 @@ def update_manifest(out: Path, models: Sequence[Any], settings: Mapping[str, Any
     for m in models:
         entry = data["models"].setdefault(m.name, {})
         entry["role"] = m.role
-        entry["config_sha256"] = m.config_sha256
+        # As written (pinned to its version), not as rendered: what a later check compares with.
+        config = out / m.name / CONFIG_FILE
+        entry["config_sha256"] = sha256_file(config) if config.is_file() else m.config_sha256
         versions = entry.setdefault("versions", {})
         versions[str(m.version)] = {
             "built_at": built_at,

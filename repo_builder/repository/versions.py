@@ -1,12 +1,26 @@
-"""Version numbers for a build: the next free version of every step, or one the user names."""
+"""Version numbers for a build, and the version pin that makes switching a model one atomic write.
+
+Triton shares one ``config.pbtxt`` between all versions of a model and, by default, serves the greatest
+version folder. Written that way, a new version folder and its new config are two moves, and a polling
+server can load one without the other. So every config the writer leaves names the one version it serves
+(``version_policy { specific { versions: [N] } }``): a new version folder is invisible until the config
+that pins it replaces the old one, a single ``os.replace``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
+
+from google.protobuf import text_format
 
 from repo_builder.errors import UserError
+from repo_builder.render.parse_back import parse_config
+from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.scan import parse_version_name
+
+PIN_COMMENT = "# repo-builder serves exactly this version: a new version folder is switched in by rewriting this config"
 
 
 def existing_versions(model_dir: Path) -> tuple[int, ...]:
@@ -38,3 +52,58 @@ def plan_versions(out: Path, names: Sequence[str], requested: int | None, force:
         where = ", ".join(f"{out / name / str(requested)}" for name in taken)
         raise UserError(f"version {requested} already exists ({where}); pass --force to replace it, or omit --version for the next free one")
     return {name: requested for name in names}
+
+
+def read_config(model_dir: Path) -> tuple[str | None, Any]:
+    """A model's config text and parsed proto; (None, None) when missing, (text, None) when it does not parse."""
+    path = model_dir / CONFIG_FILE
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
+    except (OSError, UnicodeDecodeError):
+        return None, None
+    if text is None:
+        return None, None
+    try:
+        return text, parse_config(text, str(path))
+    except UserError:
+        return text, None
+
+
+def served_versions(config: Any, present: Iterable[int]) -> tuple[int, ...]:
+    """The versions Triton serves under ``config``'s version policy (core ``VersionsToLoad``)."""
+    existing = sorted(set(present), reverse=True)
+    if config is None or not config.HasField("version_policy"):
+        return tuple(existing[:1])
+    policy = config.version_policy
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "specific":
+        return tuple(sorted(set(policy.specific.versions) & set(existing)))
+    if choice == "latest":
+        return tuple(sorted(existing[: max(policy.latest.num_versions, 0)]))
+    return tuple(sorted(existing))
+
+
+def is_pinned(config: Any) -> bool:
+    return config is not None and config.version_policy.WhichOneof("policy_choice") == "specific"
+
+
+def pin_config(text: str, config: Any, versions: Sequence[int]) -> str:
+    """``text`` serving exactly ``versions``; the text is kept as written when it has no policy yet."""
+    pin = f"version_policy: {{ specific: {{ versions: [{', '.join(str(v) for v in versions)}] }} }}\n"
+    if config is not None and config.HasField("version_policy"):
+        config.ClearField("version_policy")
+        text = text_format.MessageToString(config)
+    body = "\n".join(line for line in text.splitlines() if line != PIN_COMMENT)
+    return f"{body.rstrip()}\n{PIN_COMMENT}\n{pin}"
+
+
+def same_but_policy(old: Any, new: Any) -> bool:
+    """True when two configs differ in nothing but their version policy (None: unknown, so not the same)."""
+    if old is None or new is None:
+        return False
+    a, b = type(old)(), type(new)()
+    a.CopyFrom(old)
+    b.CopyFrom(new)
+    a.ClearField("version_policy")
+    b.ClearField("version_policy")
+    return a == b

@@ -1,43 +1,44 @@
-"""Atomic writing of rendered models into a repository.
+"""Writing rendered models into a repository: staged beside it, validated, then moved in safely.
 
-Everything is first written to a staging folder INSIDE the output folder (same filesystem, so the final
-moves are renames), then moved into place one model at a time, members before the ensemble that calls
-them. Every intermediate state is a repository Triton loads:
+1. ``stage_model`` writes each rendered model into the stage (``stage.Stage``, beside ``--out``).
+2. ``commit_models`` plans the moves (``moves``), rehearses them on a hard-linked preview of the
+   repository and validates the state after every move that changes what a server serves. The final
+   state must pass, or nothing moves (``RefusedError``). Where members and their ensemble change
+   interface together (``--top-k``), a plan that first gives the ensemble a *bridge* config (the changed
+   dims as -1, consistent with the old and the new members) is tried too, and the first plan whose every
+   state passes is used.
+3. The chosen moves are done for real, one atomic operation each. A first build is renamed in whole.
 
-- a model folder that does not exist yet appears whole, with one rename;
-- a new version folder of an existing model appears whole, with one rename; an existing version is
-  replaced (``--force``) by an atomic exchange (Linux ``renameat2(RENAME_EXCHANGE)``) where available;
-- ``config.pbtxt`` is replaced with ``os.replace``.
-
-The staging folder lives inside an existing model folder when there is one: there a leftover from a
-killed build is a non-numeric version folder, which Triton skips with a warning. (Directly in the
-repository, any folder is a model to Triton, hidden or not.) Leftovers are removed by the next build.
-
-``REPO_BUILDER_COMMIT_PAUSE`` (seconds) sleeps between the moves: crash tests use it to kill a build
-while it is moving models into place.
+``REPO_BUILDER_COMMIT_PAUSE`` (seconds) sleeps before each move: the kill tests use it to land signals
+while models are moving into place.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import hashlib
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from repo_builder.errors import UserError
-from repo_builder.fsutil import prepare_out_dir, sha256_file, staging_folder
+from google.protobuf import text_format
+
+from repo_builder.errors import RefusedError, ToolError, UserError
+from repo_builder.fsutil import sha256_file, write_text_atomic
+from repo_builder.render.parse_back import parse_config
 from repo_builder.render.rendered import RenderedModel
+from repo_builder.repository.moves import Kind, Move, apply_move, link_tree, plan_model
+from repo_builder.repository.stage import Stage
+from repo_builder.repository.versions import existing_versions, pin_config, read_config, served_versions
+from repo_builder.triton_layout import CONFIG_FILE
 
-STAGE_PREFIX = ".repo-builder-stage-"
-OWNER_FILE = "owner.pid"
-CONFIG_FILE = "config.pbtxt"
-# What each platform/backend loads from a version folder, to order a version and config swap safely.
-_MODEL_FILES = {"python": "model.py", "onnxruntime_onnx": "model.onnx", "tensorrt_plan": "model.plan"}
+Log = Callable[[str], None]
+# The error lines of the repository at a path (empty when it passes): the offline validator, in a build.
+Judge = Callable[[Path], Sequence[str]]
+BRIDGE_COMMENT = "# repo-builder bridge: consistent with the old and the new members while they are switched"
 
 
 @dataclass(frozen=True)
@@ -56,64 +57,6 @@ class StagedModel:
         return self.folder / str(self.version)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _is_stale(stage: Path) -> bool:
-    try:
-        pid = int((stage / OWNER_FILE).read_text().strip())
-    except (OSError, ValueError):
-        # No owner recorded (killed before writing it): stale once it is a minute old.
-        try:
-            return time.time() - stage.stat().st_mtime > 60
-        except OSError:
-            return False
-    return pid != os.getpid() and not _pid_alive(pid)
-
-
-def remove_stale_stages(out: Path) -> list[Path]:
-    """Remove staging folders that killed builds left in the repository root or in model folders."""
-    removed = []
-    candidates = list(out.glob(STAGE_PREFIX + "*")) + list(out.glob("*/" + STAGE_PREFIX + "*"))
-    for stage in candidates:
-        if stage.is_dir() and not stage.is_symlink() and _is_stale(stage):
-            shutil.rmtree(stage, ignore_errors=True)
-            removed.append(stage)
-    return removed
-
-
-def _stage_parent(out: Path, prefer: Sequence[str]) -> Path:
-    """An existing model folder of this build (or any model folder) when there is one, else the root."""
-    for name in prefer:
-        if (out / name / CONFIG_FILE).is_file() and not (out / name).is_symlink():
-            return out / name
-    for child in sorted(out.iterdir()):
-        if child.is_dir() and not child.is_symlink() and (child / CONFIG_FILE).is_file():
-            return child
-    return out
-
-
-@contextlib.contextmanager
-def staging_area(out: Path, prefer: Sequence[str] = ()) -> Iterator[Path]:
-    """Create ``out`` if needed and a fresh staging folder inside it; always removed afterwards."""
-    prepare_out_dir(out)
-    with contextlib.ExitStack() as stack:
-        try:
-            remove_stale_stages(out)
-            root = stack.enter_context(staging_folder(_stage_parent(out, prefer), STAGE_PREFIX))
-        except PermissionError as exc:
-            raise UserError(f"--out {out}: cannot write there ({exc.strerror})") from None
-        (root / OWNER_FILE).write_text(f"{os.getpid()}\n")
-        yield root
-
-
 def _inside(path: Path, root: Path) -> bool:
     try:
         path.resolve().relative_to(root.resolve())
@@ -122,9 +65,9 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def stage_model(stage: Path, model: RenderedModel) -> StagedModel:
+def stage_model(stage: Stage, model: RenderedModel) -> StagedModel:
     """Write one rendered model into ``<stage>/models/<name>``; files already inside the stage are moved."""
-    folder = stage / "models" / model.name
+    folder = stage.models / model.name
     version_dir = folder / str(model.version)
     version_dir.mkdir(parents=True)
     config = model.config_text.encode("utf-8")
@@ -140,7 +83,7 @@ def stage_model(stage: Path, model: RenderedModel) -> StagedModel:
         source = Path(content)
         if not source.is_file():
             raise UserError(f"{source}: missing; it should go into {model.name}/{model.version}/{rel}")
-        if _inside(source, stage):
+        if _inside(source, stage.root):
             os.rename(source, target)  # export/compile output made in the stage: a rename, not a copy
         else:
             shutil.copyfile(source, target)
@@ -148,33 +91,112 @@ def stage_model(stage: Path, model: RenderedModel) -> StagedModel:
     return StagedModel(model.name, model.role, model.version, folder, hashes, hashlib.sha256(config).hexdigest())
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False when unsupported."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
-    return rc == 0
+def bridge_config(old: Any, new: Any) -> Any | None:
+    """An ensemble config consistent with both ``old``'s and ``new``'s members, or None when there is none
+    (or none is needed): the same steps, every dim that changes made -1, the smaller max_batch_size."""
+    if old is None or old.platform != "ensemble" or new.platform != "ensemble":
+        return None
+    if old.ensemble_scheduling != new.ensemble_scheduling or (old.max_batch_size == 0) != (new.max_batch_size == 0):
+        return None
+    bridge = type(new)()
+    bridge.CopyFrom(new)
+    bridge.max_batch_size = min(old.max_batch_size, new.max_batch_size)
+    for field in ("input", "output"):
+        before = {t.name: t for t in getattr(old, field)}
+        if set(before) != {t.name for t in getattr(bridge, field)}:
+            return None
+        for tensor in getattr(bridge, field):
+            was = before[tensor.name]
+            if was.data_type != tensor.data_type or len(was.dims) != len(tensor.dims):
+                return None
+            for i, (a, b) in enumerate(zip(was.dims, tensor.dims, strict=True)):
+                tensor.dims[i] = a if a == b else -1
+    return None if bridge == new else bridge
 
 
-def _config_first(target: Path, staged: StagedModel) -> bool:
-    """Replace config.pbtxt before the version when the new version lacks what the OLD config loads."""
-    try:
-        old = (target / CONFIG_FILE).read_text(encoding="utf-8")
-    except OSError:
-        return False
-    from repo_builder.render.parse_back import parse_config
+def _bridge_move(stage: Stage, model: StagedModel) -> Move | None:
+    target = stage.out / model.name
+    if not target.is_dir() or target.is_symlink():
+        return None
+    _, old = read_config(target)
+    new = parse_config((model.folder / CONFIG_FILE).read_text(encoding="utf-8"), str(model.folder / CONFIG_FILE))
+    bridge = bridge_config(old, new)
+    if bridge is None:
+        return None
+    served = served_versions(old, existing_versions(target))
+    text = pin_config(f"{BRIDGE_COMMENT}\n{text_format.MessageToString(bridge)}", bridge, served)
+    return Move(Kind.WRITE_CONFIG, model.name, config=text, switch=True)
 
+
+def candidate_plans(stage: Stage, ordered: Sequence[StagedModel]) -> list[list[Move]]:
+    """The plain plan, and when an existing ensemble changes interface, the plan that bridges it first."""
+    plain = [move for model in ordered for move in plan_model(stage, model)]
+    bridges: list[Move] = []
+    bridged: list[Move] = []
+    for model in ordered:
+        bridge = _bridge_move(stage, model)
+        current = None
+        if bridge is not None:
+            bridges.append(bridge)
+            assert bridge.config is not None
+            current = (bridge.config, parse_config(bridge.config, f"bridge of {model.name}"))
+        bridged += plan_model(stage, model, current)
+    return [plain, bridges + bridged] if bridges else [plain]
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    plan: tuple[Move, ...]
+    failures: tuple[tuple[Move, tuple[str, ...]], ...]  # intermediate states that do not pass
+    final: tuple[str, ...]  # errors of the final state
+
+
+def rehearse(stage: Stage, plan: Sequence[Move], judge: Judge) -> Rehearsal:
+    """Do ``plan`` on a fresh hard-linked preview of the repository, validating each switched state."""
+    shutil.rmtree(stage.preview, ignore_errors=True)
     try:
-        config = parse_config(old, str(target / CONFIG_FILE))
-    except UserError:
-        return True  # the old config is broken anyway: the new one cannot make it worse
-    kind = config.backend or config.platform
-    needed = config.default_model_filename or _MODEL_FILES.get(kind)
-    return bool(needed) and not (staged.version_dir / needed).exists()
+        link_tree(stage.out, stage.preview)
+    except (OSError, shutil.Error) as exc:
+        raise ToolError(f"{stage.out}: cannot make the preview the build is validated on ({exc}); check the repository's permissions") from None
+    failures = []
+    for i, move in enumerate(plan):
+        apply_move(move, stage, stage.preview, rehearse=True)
+        if move.switch and i < len(plan) - 1:
+            errors = tuple(judge(stage.preview))
+            if errors:
+                failures.append((move, errors))
+    return Rehearsal(tuple(plan), tuple(failures), tuple(judge(stage.preview)))
+
+
+def _refuse(final: Sequence[str], out: Path, log: Log) -> RefusedError:
+    for line in final:
+        log(f"  {line}")
+    return RefusedError(f"{out}: the repository this build would leave fails validation ({len(final)} errors above); nothing was moved")
+
+
+def choose_plan(stage: Stage, ordered: Sequence[StagedModel], judge: Judge, log: Log) -> list[Move]:
+    """The first candidate plan whose every state passes; else the one with fewest failing states, with a warning."""
+    tried = []
+    for plan in candidate_plans(stage, ordered):
+        result = rehearse(stage, plan, judge)
+        if result.final:
+            raise _refuse(result.final, stage.out, log)
+        if not result.failures:
+            _log_plan(result.plan, log)
+            return list(result.plan)
+        tried.append(result)
+    best = min(tried, key=lambda r: len(r.failures))
+    for move, errors in best.failures:
+        log(f"warning: no order of moves keeps every state loadable: after '{move.describe()}' a polling Triton would see: {errors[0]}")
+    return list(best.plan)
+
+
+def _log_plan(plan: Sequence[Move], log: Log) -> None:
+    switches = sum(move.switch for move in plan)
+    log(f"moving into place: {len(plan)} moves, the {switches} states a server can see each validated")
+    for move in plan:
+        if move.config is not None and move.config.startswith(BRIDGE_COMMENT):
+            log(f"  '{move.model}' changes interface with its members: a bridge config keeps it loadable meanwhile")
 
 
 def _pause() -> None:
@@ -183,30 +205,41 @@ def _pause() -> None:
         time.sleep(pause)
 
 
-def commit_models(out: Path, staged: Sequence[StagedModel], *, force: bool) -> None:
-    """Move staged models into ``out`` in the given order (members before their ensemble)."""
-    for model in staged:
+def _commit_first(stage: Stage, ordered: Sequence[StagedModel], judge: Judge | None, log: Log) -> None:
+    """A new (or empty) repository appears whole, with one rename."""
+    for model in ordered:
+        path = model.folder / CONFIG_FILE
+        text = path.read_text(encoding="utf-8")
+        write_text_atomic(path, pin_config(text, parse_config(text, str(path)), [model.version]))
+    final = tuple(judge(stage.models)) if judge is not None else ()
+    if final:
+        raise _refuse(final, stage.out, log)
+    _pause()
+    os.rename(stage.models, stage.out)
+
+
+def commit_models(
+    stage: Stage,
+    staged: Sequence[StagedModel],
+    *,
+    judge: Judge | None = None,
+    log: Log = lambda _: None,
+    after_move: Callable[[Move], None] | None = None,
+) -> list[Move]:
+    """Move staged models into ``stage.out`` (ensembles after their members); the moves done.
+
+    With ``judge``, the result (and every state on the way) is validated before anything moves.
+    """
+    ordered = sorted(staged, key=lambda m: m.role == "ensemble")  # stable: members keep their order
+    out = stage.out
+    if not out.exists() or not any(out.iterdir()):
+        _commit_first(stage, ordered, judge, log)
+        return []
+    plan = choose_plan(stage, ordered, judge, log) if judge is not None else candidate_plans(stage, ordered)[0]
+    shutil.rmtree(stage.preview, ignore_errors=True)
+    for move in plan:
         _pause()
-        target = out / model.name
-        if not target.exists():
-            os.rename(model.folder, target)
-            continue
-        if not target.is_dir():
-            raise UserError(f"{target}: exists and is not a model folder; remove it or choose another --name")
-        version_target = target / str(model.version)
-        config_first = _config_first(target, model)
-        if config_first:
-            os.replace(model.folder / CONFIG_FILE, target / CONFIG_FILE)
-            _pause()
-        if version_target.exists() or version_target.is_symlink():
-            if not force:
-                raise UserError(f"{version_target}: version already exists; pass --force to replace it")
-            if not _exchange(model.version_dir, version_target):
-                old = model.folder / f"replaced-{model.version}"
-                os.rename(version_target, old)
-                os.rename(model.version_dir, version_target)
-        else:
-            os.rename(model.version_dir, version_target)
-        if not config_first:
-            _pause()
-            os.replace(model.folder / CONFIG_FILE, target / CONFIG_FILE)
+        apply_move(move, stage, out)
+        if after_move is not None:
+            after_move(move)
+    return plan

@@ -4,46 +4,69 @@ The listing is mirrored in full (folders and file names, so the layout rules see
 only small files are downloaded: configs, Python models, labels, sidecars, and ONNX files up to a limit.
 Everything else becomes an empty placeholder while the scanned entry keeps its real size, so rules that
 need such a file say so instead of misreading it. Object stores have no empty folders: a version folder
-without a file in it does not exist there, exactly as Triton sees it.
+without a file in it does not exist there, exactly as Triton sees it (an explicit ``folder/`` marker
+object does make it exist, for Triton too).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from repo_builder.errors import UserError, require
-from repo_builder.validate.records import FileEntry, ModelEntry, Repository
-from repo_builder.validate.scan import CONFIG_FILE, MAX_CONFIG_BYTES, scan_repository
+from repo_builder.errors import UserError
+from repo_builder.repository.object_store import (
+    PUBLISH_STATE_FILE,
+    STATE_COMPLETE,
+    Listing,
+    ObjectStore,
+    StoreUrl,
+    endpoint_from_env,
+    interrupted_publish,
+    is_remote,
+    open_store,
+    parse_store_url,
+    read_publish_state,
+)
+from repo_builder.triton_layout import CONFIG_FILE, MAX_PYTHON_BYTES
+from repo_builder.validate.engine import check_repository
+from repo_builder.validate.records import (
+    Diagnostic,
+    FileEntry,
+    ModelEntry,
+    Repository,
+    Severity,
+    ValidateOptions,
+)
+from repo_builder.validate.report import Report
+from repo_builder.validate.scan import MAX_CONFIG_BYTES, scan_repository
+
+__all__ = [
+    "STORE_CODES",
+    "RemoteVerdict",
+    "check_remote",
+    "check_store",
+    "endpoint_from_env",
+    "is_remote",
+    "mirror_repository",
+    "split_url",
+    "wanted",
+]
 
 SMALL_FILE_BYTES = 1 << 20  # labels, sidecars, recipes: always fetched
-MAX_PYTHON_BYTES = 16 << 20
 DEFAULT_MAX_ONNX_BYTES = 16 << 20
-
-
-def is_remote(location: str) -> bool:
-    return "://" in location
 
 
 def split_url(url: str) -> tuple[str, str]:
     """``s3://bucket/a/b`` -> (``bucket``, ``a/b``); other schemes are a user error."""
-    scheme, _, rest = url.partition("://")
-    if scheme != "s3":
+    location = parse_store_url(url)
+    if location.protocol != "s3":
         raise UserError(f"{url}: only local folders and s3:// URLs can be validated")
-    bucket, _, prefix = rest.partition("/")
-    if not bucket:
-        raise UserError(f"{url}: no bucket in the URL; write s3://bucket/prefix")
-    return bucket, prefix.strip("/")
-
-
-def endpoint_from_env() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    return location.bucket, location.prefix
 
 
 def wanted(relative: str, size: int, max_onnx_bytes: int) -> bool:
@@ -58,24 +81,60 @@ def wanted(relative: str, size: int, max_onnx_bytes: int) -> bool:
     return size <= SMALL_FILE_BYTES
 
 
-def _filesystem(endpoint_url: str | None) -> Any:
-    s3fs = require("s3fs", "remote", "validating an s3:// repository")
-    client_kwargs = {"endpoint_url": endpoint_url} if endpoint_url else {}
-    return s3fs.S3FileSystem(client_kwargs=client_kwargs, skip_instance_cache=True)
+def _location(url: str, endpoint_url: str | None) -> StoreUrl:
+    location = parse_store_url(url, endpoint_url or endpoint_from_env())
+    if location.protocol != "s3":
+        raise UserError(f"{url}: only local folders and s3:// URLs can be validated")
+    return location
 
 
-def _list(fs: Any, url: str, base: str) -> dict[str, dict[str, Any]]:
+def _lay_out(root: Path, listing: Listing, max_onnx_bytes: int) -> list[tuple[str, Path]]:
+    """Create the listing's folders and files under ``root``; return the (relative, local) pairs to fetch."""
+    fetch = []
+    for folder in sorted(listing.folders):
+        if ".." not in PurePosixPath(folder).parts:
+            try:
+                root.joinpath(*PurePosixPath(folder).parts).mkdir(parents=True, exist_ok=True)
+            except OSError:
+                continue  # a folder key that is also a file: Triton cannot use it either
+    for relative, info in sorted(listing.files.items()):
+        if relative == PUBLISH_STATE_FILE or ".." in PurePosixPath(relative).parts:
+            continue
+        target = root.joinpath(*PurePosixPath(relative).parts)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if wanted(relative, info.size, max_onnx_bytes):
+                target.touch()
+                fetch.append((relative, target))
+            elif target.name == CONFIG_FILE:
+                with open(target, "wb") as fh:  # sparse: the scan reports the size, nothing is read
+                    fh.truncate(info.size)
+            else:
+                target.touch()
+        except OSError:
+            continue  # a key that cannot be a local path (a "file" that is also a folder): skip it
+    return fetch
+
+
+@contextmanager
+def mirror_store(
+    store: ObjectStore, listing: Listing | None = None, max_onnx_bytes: int = DEFAULT_MAX_ONNX_BYTES
+) -> Iterator[Repository]:
+    """Scan the repository below ``store``'s prefix through a temporary local mirror (removed on exit)."""
+    url = store.location.url
+    listing = listing or store.listing()
+    if not listing.files and not listing.folders:
+        raise UserError(f"{url}: no objects under this prefix (is the URL right?)")
+    tmp = Path(tempfile.mkdtemp(prefix="repo-builder-s3-"))
     try:
-        found = fs.find(base, withdirs=True, detail=True)
-    except FileNotFoundError:
-        raise UserError(f"{url}: no such bucket or prefix") from None
-    except PermissionError as exc:
-        raise UserError(f"{url}: access denied ({exc}); check the AWS credentials") from None
-    except OSError as exc:
-        raise UserError(f"{url}: cannot list the repository: {exc}") from None
-    except Exception as exc:  # botocore raises its own types for endpoints and credentials
-        raise UserError(f"{url}: cannot list the repository: {type(exc).__name__}: {exc}") from None
-    return found
+        root = tmp / "repository"
+        root.mkdir()
+        store.get_files(_lay_out(root, listing, max_onnx_bytes))
+        repository = scan_repository(root)
+        sizes = {r: f.size for r, f in listing.files.items()}
+        yield _with_remote_sizes(repository, url, sizes)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextmanager
@@ -86,51 +145,149 @@ def mirror_repository(
 
     The scanned ``Repository`` has ``location`` = ``url`` and the remote sizes in its file entries.
     """
-    bucket, prefix = split_url(url)
-    fs = _filesystem(endpoint_url or endpoint_from_env())
-    base = f"{bucket}/{prefix}" if prefix else bucket
-    listing = _list(fs, url, base)
-    entries = {k.rstrip("/"): v for k, v in listing.items() if k.rstrip("/") != base}
-    if not entries:
-        raise UserError(f"{url}: no objects under this prefix (is the URL right?)")
-    tmp = Path(tempfile.mkdtemp(prefix="repo-builder-s3-"))
-    try:
-        root = tmp / "repository"
-        root.mkdir()
-        sizes: dict[str, int] = {}
-        remote, local = [], []
-        for key, info in sorted(entries.items()):
-            relative = key[len(base) + 1 :] if key.startswith(base + "/") else key
-            if not relative or ".." in PurePosixPath(relative).parts:
-                continue
-            target = root.joinpath(*PurePosixPath(relative).parts)
-            try:
-                if info.get("type") == "directory":
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                size = int(info.get("size") or 0)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if wanted(relative, size, max_onnx_bytes):
-                    target.touch()
-                    remote.append(key)
-                    local.append(str(target))
-                elif PurePosixPath(relative).name == CONFIG_FILE:
-                    with open(target, "wb") as fh:  # sparse: the scan reports the size, nothing is read
-                        fh.truncate(size)
-                else:
-                    target.touch()
-            except OSError:
-                continue  # a key that cannot be a local path (a "file" that is also a folder): skip it
-            sizes[relative] = size
-        if remote:
-            try:
-                fs.get(remote, local)
-            except Exception as exc:  # network and permission failures surface as many types
-                raise UserError(f"{url}: cannot download from the repository: {type(exc).__name__}: {exc}") from None
-        repository = scan_repository(root)
-        yield _with_remote_sizes(repository, url, sizes)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    store = open_store(_location(url, endpoint_url))
+    with mirror_store(store, max_onnx_bytes=max_onnx_bytes) as repository:
+        yield replace(repository, location=url)
+
+
+@dataclass(frozen=True)
+class StoreCode:
+    """A code for what the store itself shows (its publish record against its listing), not a rule on the
+    files: the offline rules cannot see a truncated object they do not download."""
+
+    code: str
+    rule: str
+    severity: Severity
+    doc: str
+
+
+PUBLISH_INTERRUPTED = StoreCode(
+    "RB003",
+    "publish-interrupted",
+    Severity.ERROR,
+    f"The repository's publish record ({PUBLISH_STATE_FILE}) says a ``repo-builder publish`` into it did "
+    "not finish: the store may mix old and new files, which the rules can pass one by one while the "
+    "whole was never tested. Run the publish again.",
+)
+PUBLISHED_FILE_CHANGED = StoreCode(
+    "RB004",
+    "published-file-changed",
+    Severity.ERROR,
+    "A file the last complete ``repo-builder publish`` uploaded is missing from the store, or has another "
+    "size than the one uploaded (a truncated upload, a hand edit). Publish again.",
+)
+STORE_CODES: tuple[StoreCode, ...] = (PUBLISH_INTERRUPTED, PUBLISHED_FILE_CHANGED)
+
+
+@dataclass(frozen=True)
+class StoreProblem:
+    """One store-level problem: a line for logs (``problems()``) and a diagnostic for reports."""
+
+    kind: StoreCode
+    path: str  # relative to the repository's prefix
+    message: str
+    hint: str
+    url: str  # the repository's URL, for the one-line form
+
+    @property
+    def line(self) -> str:
+        return f"{self.url}/{self.path}: {self.message}; {self.hint}"
+
+    def diagnostic(self) -> Diagnostic:
+        return Diagnostic(self.kind.code, self.kind.rule, self.kind.severity, self.message, self.path, hint=self.hint)
+
+
+@dataclass(frozen=True)
+class RemoteVerdict:
+    """The offline report on a remote repository, and what its publish record says about the store."""
+
+    report: Report  # the offline rules on the mirrored files
+    store: tuple[StoreProblem, ...] = ()  # an interrupted publish, files missing or of another size
+
+    @property
+    def interrupted(self) -> str | None:
+        """The sentence saying a publish did not finish, when its record is not "complete"."""
+        return next((p.message + "; " + p.hint for p in self.store if p.kind is PUBLISH_INTERRUPTED), None)
+
+    @property
+    def mismatches(self) -> tuple[str, ...]:
+        """Files missing or of another size than the last publish recorded, one line each."""
+        return tuple(p.line for p in self.store if p.kind is PUBLISHED_FILE_CHANGED)
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok and not self.store
+
+    def problems(self) -> list[str]:
+        """The store-level problems, one line each (the report's diagnostics are separate)."""
+        return ([self.interrupted] if self.interrupted else []) + list(self.mismatches)
+
+    def full_report(self) -> Report:
+        """The report with the store-level problems as repository-level diagnostics, first: what
+        ``validate s3://...`` prints, and its exit code."""
+        extra = tuple(p.diagnostic() for p in self.store)
+        return replace(self.report, diagnostics=extra + self.report.diagnostics) if extra else self.report
+
+
+def interrupted_problem(url: str, state: dict[str, Any] | None) -> tuple[StoreProblem, ...]:
+    """The publish record's complaint, when it says a publish did not finish."""
+    sentence = interrupted_publish(state)
+    if sentence is None:
+        return ()
+    message, _, hint = sentence.rpartition("; ")
+    return (StoreProblem(PUBLISH_INTERRUPTED, PUBLISH_STATE_FILE, message or sentence, hint, url),)
+
+
+def record_mismatches(url: str, state: dict[str, Any] | None, listing: Listing) -> tuple[StoreProblem, ...]:
+    """Files the last complete publish recorded that are now missing or of another size (a truncated
+    upload, a hand edit): the offline rules cannot see these when they do not download the file."""
+    if state is None or state.get("state") != STATE_COMPLETE or not isinstance(state.get("files"), dict):
+        return ()
+    out = []
+    for relative, recorded in sorted(state["files"].items()):
+        size = recorded.get("size") if isinstance(recorded, dict) else None
+        remote = listing.files.get(relative)
+        if remote is None:
+            message = "missing, but the last publish uploaded it"
+        elif size is not None and remote.size != size:
+            message = f"{remote.size} bytes, but the last publish uploaded {size}"
+        else:
+            continue
+        out.append(StoreProblem(PUBLISHED_FILE_CHANGED, relative, message, "publish again", url))
+    return tuple(out)
+
+
+Judge = Callable[[Repository, ValidateOptions | None], Report]
+
+
+def check_store(
+    store: ObjectStore,
+    options: ValidateOptions | None = None,
+    max_onnx_bytes: int = DEFAULT_MAX_ONNX_BYTES,
+    judge: Judge = check_repository,
+) -> RemoteVerdict:
+    """Judge the repository below ``store``'s prefix (with ``judge``, while its mirror exists), and read
+    its publish record."""
+    listing = store.listing()
+    state = read_publish_state(store, listing)
+    url = store.location.url
+    problems = interrupted_problem(url, state) + record_mismatches(url, state, listing)
+    with mirror_store(store, listing, max_onnx_bytes) as repository:
+        report = judge(repository, options)
+    return RemoteVerdict(report, problems)
+
+
+def check_remote(
+    url: str, endpoint_url: str | None = None, options: ValidateOptions | None = None,
+    max_onnx_bytes: int = DEFAULT_MAX_ONNX_BYTES, judge: Judge = check_repository,
+) -> RemoteVerdict:
+    """``validate s3://...`` as a library call: the report plus what the publish record says. The
+    repository's ``location`` is ``url`` as given."""
+
+    def judge_as_named(repository: Repository, opts: ValidateOptions | None) -> Report:
+        return judge(replace(repository, location=url), opts)
+
+    return check_store(open_store(_location(url, endpoint_url)), options, max_onnx_bytes, judge_as_named)
 
 
 def _with_remote_sizes(repository: Repository, url: str, sizes: dict[str, int]) -> Repository:

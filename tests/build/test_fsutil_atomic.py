@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from repo_builder.errors import UserError
+from repo_builder.export.staging import STAGING_MARK, staged_output
 from repo_builder.fsutil import (
     move_into_place,
+    pid_alive,
     prepare_out_dir,
     read_json_format,
     sha256_file,
@@ -103,3 +105,21 @@ def test_move_into_place_replaces_files_and_folders_when_targets_exist(tmp_path:
     assert sorted(p.name for p in out.iterdir()) == ["signature.json", "tokenizer"]
     assert [p.name for p in (out / "tokenizer").iterdir()] == ["tokenizer.json"]
     assert (out / "signature.json").read_text() == "new"
+
+
+def test_pid_alive_is_false_when_pid_is_gone_or_names_a_group() -> None:
+    assert pid_alive(os.getpid())
+    assert not pid_alive(999_999_999)
+    assert not pid_alive(0)
+
+
+def test_staged_output_removes_stagings_of_dead_exports_when_next_export_starts(tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    dead = out / f"{STAGING_MARK}999999999-abc"
+    dead.mkdir(parents=True)
+    alive = out / f"{STAGING_MARK}{os.getpid()}-def"  # a running export's: kept
+    alive.mkdir()
+    with staged_output(out) as staging:
+        assert staging.name.startswith(f"{STAGING_MARK}{os.getpid()}-")
+        (staging / "signature.json").write_text("{}")
+    assert sorted(p.name for p in out.iterdir()) == sorted([alive.name, "signature.json"])
