@@ -12,6 +12,7 @@ import click
 
 from repo_builder import __version__
 from repo_builder.errors import EXIT_INTERNAL, RepoBuilderError
+from repo_builder.signals import interrupt_on_termination
 
 # command name -> module under repo_builder.cli defining a click command called ``command``
 COMMANDS: dict[str, str] = {
@@ -21,6 +22,9 @@ COMMANDS: dict[str, str] = {
     "compile-pending": "compile_pending",
     "build": "build",
     "serve": "serve",
+    "bench": "bench",
+    "publish": "publish",
+    "pull": "pull",
 }
 
 
@@ -48,18 +52,21 @@ def _verbose(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every error root becomes one line on stderr and its own exit code (errors.py);
-    a bug is reported as one, with its traceback only under ``-v``."""
+    a bug is reported as one, with its traceback only under ``-v``. SIGTERM is Ctrl-C for every
+    command (``repo_builder/signals.py``): both exit 130 after the command's cleanup."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         # With standalone_mode=False click hands back the command's return value: its exit code.
-        rv = cli.main(args=args, prog_name="repo-builder", standalone_mode=False)
+        with interrupt_on_termination():
+            rv = cli.main(args=args, prog_name="repo-builder", standalone_mode=False)
     except RepoBuilderError as exc:
         if exc.exit_code == EXIT_INTERNAL:
             return _internal(exc, args)
         click.echo(f"error: {exc}", err=True)
         return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except click.exceptions.Abort as exc:
+        # click turns Ctrl-C (and SIGTERM, through signals.py) into Abort: say what happened.
+        click.echo("interrupted" if isinstance(exc.__context__, KeyboardInterrupt) else "aborted", err=True)
         return 130
     except click.ClickException as exc:
         exc.show()
@@ -71,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
+    except Exception as exc:  # the last line of defence: a bug, reported as one
         return _internal(exc, args)
     return rv if isinstance(rv, int) else 0
 

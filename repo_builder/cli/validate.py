@@ -1,97 +1,152 @@
-"""``repo-builder validate PATH``: what Triton will refuse in a model repository, before deploy."""
+"""``repo-builder validate PATH``: what Triton will refuse in a model repository, before deploy.
+
+Parses options, calls ``validate_location``, renders through the reporter registry, writes, exits.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
+from repo_builder.cli.options import Output, check_quiet_verbose, quiet_option, verbose_option
 from repo_builder.errors import UserError
+from repo_builder.fsutil import write_text_atomic
+from repo_builder.tensorrt_releases import known_releases
+from repo_builder.validate.location import live_settings, validate_location, validate_options
+from repo_builder.validate.records import Severity
+from repo_builder.validate.report import Report
+from repo_builder.validate.reporters import FORMATS, REPORTERS, RenderSettings, render_report
+from repo_builder.validate.reporters.formatting import summary_line
 
-if TYPE_CHECKING:
-    from repo_builder.validate.records import Repository
-    from repo_builder.validate.report import Report
-
-FORMATS = ("text", "json", "github", "junit")
-
-
-def detect_gpu() -> bool:
-    """Cheap guess whether KIND_GPU instances can load here: an NVIDIA driver tool on PATH."""
-    import shutil
-
-    return shutil.which("nvidia-smi") is not None
+DEFAULT_LOAD_TIMEOUT = 60.0
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    import tempfile
+@dataclass(frozen=True)
+class ReportTarget:
+    """One ``--format NAME[=PATH]``: where one rendering of the report goes (``path`` None: stdout)."""
 
-    folder = path.parent
-    if not folder.is_dir():
-        raise UserError(f"--output {path}: the folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    fmt: str
+    path: Path | None = None
+
+
+def parse_format(value: str) -> ReportTarget:
+    """``json`` or ``sarif=out/results.sarif``; the name must be a registered reporter."""
+    name, sep, path = value.partition("=")
+    name = name.strip().lower()
+    if name not in REPORTERS:
+        raise click.BadParameter(f"'{name}' is not a report format (choose from {', '.join(FORMATS)})")
+    if sep and not path:
+        raise click.BadParameter(f"'{value}': give a file after '=' (e.g. {name}=out/report.{name})")
+    return ReportTarget(name, Path(path) if sep else None)
+
+
+def _formats_callback(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[ReportTarget, ...]:
+    return tuple(parse_format(v) for v in values) or (ReportTarget("text"),)
+
+
+def report_targets(targets: tuple[ReportTarget, ...], output: Path | None) -> tuple[ReportTarget, ...]:
+    """Resolve ``--output`` (the file for the one format without ``=PATH``) and refuse ambiguous plans."""
+    to_stdout = [t for t in targets if t.path is None]
+    if len(to_stdout) > 1:
+        raise click.UsageError("only one --format can go to standard output; give the others a file: --format NAME=PATH")
+    if output is not None:
+        if not to_stdout:
+            raise click.UsageError("--output names the file of the --format given without =PATH; there is none")
+        targets = tuple(ReportTarget(t.fmt, output) if t.path is None else t for t in targets)
+    paths = [t.path.absolute() for t in targets if t.path is not None]
+    if len(paths) != len(set(paths)):
+        raise click.UsageError("two --format options write the same file")
+    return targets
+
+
+def prepare_report_file(path: Path) -> None:
+    """Create the report's folder and check it can be written, before any long validation runs."""
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; give a file name for the report")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+        raise UserError(f"{path}: cannot create the folder {path.parent} ({exc.strerror or exc})") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise UserError(f"{path}: cannot write into the folder {path.parent} (permission denied); choose another path")
 
 
-@contextlib.contextmanager
-def cycle_collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector while scanning and judging.
-
-    A scan and the rules build tens of thousands of small objects and hardly any reference cycles (the
-    ensemble graphs, freed at the next collection): the collector's passes over a 1,000-model
-    repository find nothing and cost about 5% of the run.
-    """
-    import gc
-
-    enabled = gc.isenabled()
-    gc.disable()
+def write_report_file(path: Path, text: str) -> None:
     try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the report ({exc.strerror or exc}); choose another path") from None
 
 
-def _live(report: Report, tritonserver: str | None, load_timeout: float, strict: bool) -> Report:
-    try:
-        from repo_builder.validate.live import LiveSettings, validate_live
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("repo_builder"):
-            raise UserError("--live is not available in this build (repo_builder.validate.live is missing)") from None
-        raise
-    settings = LiveSettings(tritonserver=tritonserver, load_timeout=load_timeout, strict=strict)
-    return validate_live(report, settings)
+def emit(report: Report, targets: tuple[ReportTarget, ...], settings: RenderSettings) -> None:
+    """Render each target; stdout gets colour on a terminal; with every report in files, stderr gets the
+    summary line (unless quiet)."""
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    for target in targets:
+        if target.path is None:
+            colored = replace(settings, color=color and target.fmt == "text")
+            click.echo(render_report(report, target.fmt, settings=colored), nl=False)
+        else:
+            write_report_file(target.path, render_report(report, target.fmt, settings=settings))
+    if all(t.path is not None for t in targets) and not settings.quiet:
+        click.echo(summary_line(report, settings.fail_on), err=True)
+
+
+def _check_live_options(live: bool, tritonserver: str | None, load_timeout: float, allow_unproven: bool) -> None:
+    if not live and (tritonserver is not None or load_timeout != DEFAULT_LOAD_TIMEOUT or allow_unproven):
+        raise click.UsageError("--tritonserver, --load-timeout and --allow-unproven only apply with --live")
+    if load_timeout <= 0:
+        raise click.UsageError("--load-timeout must be positive")
+
+
+_FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH writes that format to a file (folders are created). " + "; ".join(
+    f"{r.name}: {r.description}" for r in REPORTERS.values()
+)
 
 
 @click.command("validate")
 @click.argument("path")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True, help="Report format.")
+@click.option("--format", "formats", multiple=True, metavar="FORMAT[=PATH]", callback=_formats_callback, help=_FORMAT_HELP)
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report given without =PATH to this file.")
 @click.option("--strict", is_flag=True, help="Judge as Triton with --disable-auto-complete-config: configs must be complete.")
 @click.option(
     "--fail-on",
     type=click.Choice(("error", "warning")),
     default="error",
     show_default=True,
-    help="Exit 1 on errors only, or on warnings too.",
+    help="Exit 1 on errors only, or on warnings too (the reports' verdict follows).",
 )
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to this file.")
-@click.option("--triton-release", metavar="YY.MM", help="Target Triton release (e.g. 24.08) for TensorRT version checks.")
+@click.option(
+    "--triton-release",
+    metavar="YY.MM",
+    help=f"Target Triton release (e.g. 24.08; known: {known_releases()}) for TensorRT version checks.",
+)
+@click.option(
+    "--tensorrt-version",
+    metavar="X.Y.Z",
+    help="The TensorRT version plans must match (wins over --triton-release; for releases not in the table).",
+)
 @click.option("--allow-pending", is_flag=True, help="TensorRT plans still to be compiled are warnings, not errors.")
-@click.option("--gpu/--no-gpu", default=None, help="Whether KIND_GPU instance groups can load [default: nvidia-smi on PATH].")
-@click.option("--live", is_flag=True, help="Also load every model in a real tritonserver and report what it says.")
+@click.option(
+    "--gpu/--no-gpu",
+    default=None,
+    help="Whether the deploy target has GPUs (KIND_GPU instances load) [default: yes; under --live: this machine].",
+)
+@click.option("--live", is_flag=True, help="Also load every model in a real tritonserver (runs the repository's code).")
 @click.option("--tritonserver", metavar="PATH", help="tritonserver binary for --live [default: the one PyTriton ships].")
-@click.option("--load-timeout", type=float, default=60.0, show_default=True, metavar="SECONDS", help="Per-model load timeout for --live.")
+@click.option(
+    "--load-timeout",
+    type=float,
+    default=DEFAULT_LOAD_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="Per-model load timeout for --live.",
+)
+@click.option("--allow-unproven", is_flag=True, help="--live: models this server cannot load here do not fail the run.")
 @click.option("--s3-endpoint", metavar="URL", help="S3 endpoint for s3:// paths [default: $AWS_ENDPOINT_URL].")
 @click.option(
     "--max-download",
@@ -101,68 +156,55 @@ def _live(report: Report, tritonserver: str | None, load_timeout: float, strict:
     metavar="MB",
     help="For s3:// paths: largest ONNX file fetched to check its inputs and outputs.",
 )
+@quiet_option
+@verbose_option
 def command(
     path: str,
-    fmt: str,
+    formats: tuple[ReportTarget, ...],
+    output: Path | None,
     strict: bool,
     fail_on: str,
-    output: Path | None,
     triton_release: str | None,
+    tensorrt_version: str | None,
     allow_pending: bool,
     gpu: bool | None,
     live: bool,
     tritonserver: str | None,
     load_timeout: float,
+    allow_unproven: bool,
     s3_endpoint: str | None,
     max_download: int,
+    quiet: bool,
+    verbose: bool,
 ) -> int:
     """Check the Triton model repository PATH (a folder or s3://bucket/prefix) offline.
 
     Exit 0 when Triton would load everything, 1 when it would refuse something (or warnings with
-    --fail-on warning), 2 for usage errors.
+    --fail-on warning), 2 for usage errors, 3 when a tool or the machine fails (e.g. --live's server).
     """
-    from repo_builder.validate.engine import check_repository
-    from repo_builder.validate.records import Severity, ValidateOptions
-    from repo_builder.validate.reporters import render_report
-
-    if not live and (tritonserver is not None or load_timeout != 60.0):
-        raise click.UsageError("--tritonserver and --load-timeout only apply with --live")
-    if load_timeout <= 0:
-        raise click.UsageError("--load-timeout must be positive")
-    if live and "://" in path:
-        # The local mirror of an object store holds only small files: a server could not load from it.
-        raise click.UsageError("--live needs a local repository folder; copy the s3:// repository down first")
-    options = ValidateOptions(
+    check_quiet_verbose(quiet, verbose)
+    _check_live_options(live, tritonserver, load_timeout, allow_unproven)
+    options = validate_options(
         strict=strict,
         triton_release=triton_release,
+        tensorrt_version=tensorrt_version,
         allow_pending=allow_pending,
-        gpu_present=detect_gpu() if gpu is None else gpu,
+        gpu=gpu,
+        live=live,
     )
-    color = output is None and fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-
-    def judge(repository: Repository) -> tuple[Report, str]:
-        with cycle_collector_paused():
-            report = check_repository(repository, options)
-        if live:
-            report = _live(report, tritonserver, load_timeout, strict)
-        return report, render_report(report, fmt, color=color)
-
-    if "://" in path:  # an object store URL (remote.py checks the scheme)
-        from repo_builder.validate.remote import mirror_repository
-
-        with mirror_repository(path, s3_endpoint, max_download << 20) as repository:
-            report, text = judge(repository)
-    else:
-        from repo_builder.validate.scan import scan_repository
-
-        with cycle_collector_paused():
-            repository = scan_repository(path)
-        report, text = judge(repository)
-    if output is not None:
-        write_atomic(output, text)
-        from repo_builder.validate.reporters import render_text
-
-        click.echo(render_text(report).rstrip().splitlines()[-1], err=True)
-    else:
-        click.echo(text, nl=False)
+    targets = report_targets(formats, output)
+    for target in targets:
+        if target.path is not None:
+            prepare_report_file(target.path)
+    settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
+    report = validate_location(
+        path,
+        options,
+        live=settings,
+        s3_endpoint=s3_endpoint,
+        max_download_bytes=max_download << 20,
+        progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
+    )
+    render = RenderSettings(fail_on=Severity(fail_on), quiet=quiet, verbose=verbose)
+    emit(report, targets, render)
     return report.exit_code(Severity(fail_on))

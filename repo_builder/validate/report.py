@@ -4,7 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repo_builder.validate.records import Diagnostic, Repository, Severity
+from repo_builder.validate.records import GPU_TARGET, Diagnostic, Repository, Severity
+
+
+class LiveStatus:
+    """What became of one model under ``validate --live`` (``LiveResult.status``)."""
+
+    LOADED = "loaded"
+    REFUSED = "refused"  # for a configuration or layout reason
+    MODEL_CODE_FAILED = "model-code-failed"  # the model's own code raised while loading
+    TIMED_OUT = "timed-out"
+    NOT_PROVEN = "not-proven"  # this server cannot load it here (TensorRT, no GPU, other backends)
+
+    ALL = (LOADED, REFUSED, MODEL_CODE_FAILED, TIMED_OUT, NOT_PROVEN)
+
+
+PROVEN_BY = ("server", "stand-in")  # LiveResult.proven_by when loaded: the server itself, or the ONNX stand-in
 
 
 @dataclass(frozen=True)
@@ -14,6 +29,23 @@ class LiveResult:
     loaded: bool
     reason: str | None = None  # the server's own reason when it refused
     inferred: bool | None = None  # ensembles: did one synthesized request get an answer
+    status: str | None = None  # a LiveStatus value; None: only ``loaded`` is known
+    proven_by: str | None = None  # a PROVEN_BY value; None when not loaded
+
+    @property
+    def status_text(self) -> str:
+        """The status in words: ``loaded``, ``refused``, ``model code failed``, ..."""
+        status = self.status or (LiveStatus.LOADED if self.loaded else LiveStatus.REFUSED)
+        return status.replace("-", " ")
+
+    @property
+    def verdict_text(self) -> str:
+        """The status with how it was proven: ``loaded through the ONNX Runtime stand-in, answered a request``."""
+        if not self.loaded:
+            return self.status_text
+        via = " through the ONNX Runtime stand-in" if self.proven_by == "stand-in" else ""
+        answered = {None: "", True: ", answered a request", False: ", did NOT answer a request"}[self.inferred]
+        return f"{self.status_text}{via}{answered}"
 
 
 @dataclass(frozen=True)
@@ -30,6 +62,7 @@ class Report:
     repository: Repository
     diagnostics: tuple[Diagnostic, ...]
     models: tuple[ModelSummary, ...] = field(default=())
+    target: str = GPU_TARGET  # the deploy target judged for (ValidateOptions.target), e.g. "CPU-only server, ..."
 
     @property
     def ok(self) -> bool:

@@ -5,19 +5,24 @@
 Counts the repositories and models compared and the agreements, writes the "differential" section of
 BENCHMARKS.md, and prints every disagreement (the smallest repository that shows it, and the server's
 message). ``--record`` keeps each one as a regression fixture under tests/triton/fixtures/differential/.
+
+The referee is the embedded (CPU) tritonserver, so the offline side judges for a target without GPUs
+(``ValidateOptions(gpu_present=False)``, in ``differential_cases.judge_folder``), not the default GPU server.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import random
 import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,63 +96,51 @@ def record(server: TritonServer, work: Path, case: RepoCase, comparison: Compari
     return target
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=40)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--record", action="store_true", help="keep disagreements as test fixtures")
-    parser.add_argument("--no-report", action="store_true", help="do not write BENCHMARKS.md")
-    parser.add_argument("--no-sweep", action="store_true", help="skip the every-mutation-once sweep")
-    args = parser.parse_args()
-    chosen_seed = args.seed if args.seed is not None else random.randrange(2**32)
-    comparisons: list[Comparison] = []
-    disagreements: list[tuple[RepoCase, Comparison]] = []
-    counter = iter(range(10**9))
-    repositories: list[str] = []
-    repositories_sweep: list[str] = []
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
-        root = Path(tmp) / "repo"
-        root.mkdir()
-        with start_server(root, mode="explicit") as server:
+@dataclass
+class Tally:
+    """What one run compared: every comparison, the disagreements, and the repositories judged."""
 
-            @seed(chosen_seed)
-            @settings(
-                max_examples=args.examples,
-                deadline=None,
-                phases=(Phase.generate,),
-                suppress_health_check=tuple(HealthCheck),
-                database=None,
-            )
-            @given(case=repo_cases(prefix="x"))
-            def run(case: RepoCase) -> None:
-                case = with_prefix(case, f"b{next(counter)}")
-                repositories.append(case.to_json())
-                write_case(root, case)
-                for c in judge_folder(server, root):
-                    comparisons.append(c)
-                    if not c.agrees:
-                        disagreements.append((case, c))
+    comparisons: list[Comparison] = field(default_factory=list)
+    disagreements: list[tuple[RepoCase, Comparison]] = field(default_factory=list)
+    repositories: list[str] = field(default_factory=list)
+    sweep_labels: list[str] = field(default_factory=list)
+    random_count: int = 0
+    counter: Iterator[int] = field(default_factory=itertools.count)
 
-            run()
-            random_count = len(comparisons)
-            if not args.no_sweep:
-                for label, case in sweep_cases().items():
-                    case = with_prefix(case, f"w{next(counter)}")
-                    write_case(root, case)
-                    repositories_sweep.append(label)
-                    for c in judge_folder(server, root):
-                        comparisons.append(c)
-                        if not c.agrees:
-                            disagreements.append((case, c))
-            recorded = []
-            if args.record:
-                for case, c in disagreements:
-                    target = record(server, root, case, c)
-                    if target is not None:
-                        recorded.append(target)
-    elapsed = time.monotonic() - started
+    def judge(self, server: TritonServer, root: Path, case: RepoCase) -> None:
+        write_case(root, case)
+        for c in judge_folder(server, root):
+            self.comparisons.append(c)
+            if not c.agrees:
+                self.disagreements.append((case, c))
 
+
+def run_random(tally: Tally, server: TritonServer, root: Path, examples: int, chosen_seed: int) -> None:
+    @seed(chosen_seed)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        phases=(Phase.generate,),
+        suppress_health_check=tuple(HealthCheck),
+        database=None,
+    )
+    @given(case=repo_cases(prefix="x"))
+    def run(case: RepoCase) -> None:
+        case = with_prefix(case, f"b{next(tally.counter)}")
+        tally.repositories.append(case.to_json())
+        tally.judge(server, root, case)
+
+    run()
+    tally.random_count = len(tally.comparisons)
+
+
+def run_sweep(tally: Tally, server: TritonServer, root: Path) -> None:
+    for label, case in sweep_cases().items():
+        tally.sweep_labels.append(label)
+        tally.judge(server, root, with_prefix(case, f"w{next(tally.counter)}"))
+
+
+def markdown(tally: Tally, chosen_seed: int, elapsed: float) -> str:
     def row(label: str, repos: int, part: list[Comparison]) -> str:
         agree = sum(c.agrees for c in part)
         return f"| {label} | {repos} | {len(part)} | {agree} | {len(part) - agree} |"
@@ -159,27 +152,52 @@ def main() -> int:
         "",
         "| cases | repositories | models compared | agreements | disagreements |",
         "|---|---:|---:|---:|---:|",
-        row(f"random (hypothesis, seed {chosen_seed})", len(repositories), comparisons[:random_count]),
+        row(f"random (hypothesis, seed {chosen_seed})", len(tally.repositories), tally.comparisons[: tally.random_count]),
     ]
-    if repositories_sweep:
-        lines.append(row("sweep: every mutation once", len(repositories_sweep), comparisons[random_count:]))
+    if tally.sweep_labels:
+        lines.append(row("sweep: every mutation once", len(tally.sweep_labels), tally.comparisons[tally.random_count :]))
     lines += ["", f"{elapsed:.0f} s in all on this machine."]
-    if disagreements:
+    if tally.disagreements:
         lines += ["", "Disagreements (model: which way; the server's reason):", ""]
         seen = set()
-        for _, c in disagreements:
+        for _, c in tally.disagreements:
             side = "offline ok, server refused" if c.offline_ok else "offline refused, server loaded"
             text = f"- `{c.model}`: {side}; server: {c.live_reason or '-'}; offline: {'; '.join(c.offline_errors) or '-'}"
             if text not in seen:
                 seen.add(text)
                 lines.append(text)
-    markdown = "\n".join(lines)
-    print(markdown)
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--record", action="store_true", help="keep disagreements as test fixtures")
+    parser.add_argument("--no-report", action="store_true", help="do not write BENCHMARKS.md")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the every-mutation-once sweep")
+    args = parser.parse_args()
+    chosen_seed = args.seed if args.seed is not None else random.randrange(2**32)
+    tally = Tally()
+    recorded: list[Path] = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
+        root = Path(tmp) / "repo"
+        root.mkdir()
+        with start_server(root, mode="explicit") as server:
+            run_random(tally, server, root, args.examples, chosen_seed)
+            if not args.no_sweep:
+                run_sweep(tally, server, root)
+            if args.record:
+                found = (record(server, root, case, c) for case, c in tally.disagreements)
+                recorded = [target for target in found if target is not None]
+    text = markdown(tally, chosen_seed, time.monotonic() - started)
+    print(text)
     if args.record:
         print(f"\nrecorded {len(recorded)} fixture(s) under {FIXTURES}")
     if not args.no_report:
-        write_section("differential", markdown)
-    return 0 if not disagreements else 1
+        write_section("differential", text)
+    return 0 if not tally.disagreements else 1
 
 
 if __name__ == "__main__":
