@@ -37,7 +37,7 @@ PROFILE_LINE = re.compile(r"^\s*profile (\d+) (\S+) \[([\d,]*)\] \[([\d,]*)\] \[
 def _parse(major: int, cmd: list[str]) -> str:
     parser = PARSER_FOR_MAJOR[major]
     if not parser.is_file():
-        pytest.skip(f"NVIDIA's trtexec parser is not at {parser} (../shared/tools/trtexec-parse beside the checkout)")
+        pytest.skip(reason=f"NVIDIA's trtexec parser is not at {parser} (../shared/tools/trtexec-parse beside the checkout)")
     done = subprocess.run([str(parser), *cmd[1:]], capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0 and done.stdout.startswith("ACCEPTED:"), f"{' '.join(cmd)}\n{done.stdout}{done.stderr}"
     return done.stdout
@@ -120,7 +120,7 @@ def test_trtexec_parser_rejects_repeated_shapes_without_profile_when_old_form():
     old = [c for c in cmd if not c.startswith("--profile=")]
     parser = PARSER_FOR_MAJOR[10]
     if not parser.is_file():
-        pytest.skip(f"NVIDIA's trtexec parser is not at {parser}")
+        pytest.skip(reason=f"NVIDIA's trtexec parser is not at {parser}")
     done = subprocess.run([str(parser), *old[1:]], capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 1
     assert "Multiple --minShapes/--optShapes/--maxShapes without --profile are not allowed" in done.stdout

@@ -34,7 +34,7 @@ def _package_root(top: str) -> Path:
         return Path(next(iter(loaded.__path__)))
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{top} (installed by scripts/setup) is not installed", allow_module_level=True)
+        pytest.skip(reason=f"{top} (installed by scripts/setup) is not installed", allow_module_level=True)
     return Path(next(iter(spec.submodule_search_locations)))
 
 

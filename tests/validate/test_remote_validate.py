@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "publish"))  # publish_helpers: moto's S3 server
+from publish_helpers import moto_s3_server
 from validate_repo_helpers import make_add_sub, make_model, onnx_bytes, onnx_config
 
 from repo_builder.cli.main import main
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.remote import mirror_repository
-
-pytest.importorskip("s3fs", reason="the remote extra is not installed")
-moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed")
 
 ENSEMBLE = '''name: "pipeline"
 platform: "ensemble"
@@ -26,31 +25,12 @@ ensemble_scheduling { step [{ model_name: "add_sub" model_version: -1
   input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" }
   output_map { key: "OUTPUT0" value: "S" } }] }
 '''
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    saved = {k: os.environ.get(k) for k in CREDENTIALS}
-    os.environ.update(CREDENTIALS)
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with moto_s3_server() as endpoint:
+        yield endpoint
 
 
 def _upload(endpoint: str, bucket: str, local: Path, prefix: str) -> None:
