@@ -7,7 +7,6 @@ Triton's statistics API each ensemble step's queue and compute time, naming the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,10 @@ from typing import Any
 import click
 
 from repo_builder.errors import UserError
+from repo_builder.fsutil import write_json_atomic
+from repo_builder.report import bench_document, check_output, parse_record, write_report
+from repo_builder.report.charts import require_plotting
+from repo_builder.report.run_info import repository_digest
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ModelBench, bench_model, default_models
 
@@ -69,10 +72,11 @@ def format_bench(result: ModelBench) -> str:
 @click.option("--warmup", type=click.FloatRange(min=0.0), default=2.0, show_default=True, help="Unmeasured requests first, per level.")
 @click.option("--input", "inputs", multiple=True, help="NAME=FILE: send FILE's bytes as input NAME (repeat for several files, sent in turn). Other inputs are synthesized.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write every figure to this JSON file.")
+@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Also write the results as one HTML page with charts (the 'report' extra).")
 @click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="This tritonserver binary instead of the embedded one.")
 def command(
     repository: Path, models: tuple[str, ...], concurrency: tuple[int, ...], seconds: float, warmup: float,
-    inputs: tuple[str, ...], json_path: Path | None, tritonserver: Path | None,
+    inputs: tuple[str, ...], json_path: Path | None, report_path: Path | None, tritonserver: Path | None,
 ) -> int:
     """Measure a model repository served by Triton: throughput, latency percentiles, the slowest step.
 
@@ -84,14 +88,23 @@ def command(
     names = models or default_models(repository)
     if not names:
         raise UserError(f"{repository}: no model folder with a config.pbtxt; build one with 'repo-builder build'")
+    if report_path is not None:  # refused now, not after minutes of measuring
+        check_output(report_path)
+        require_plotting("bench --report")
+    digest = repository_digest(repository)  # before serving: what was measured
     results: list[dict[str, Any]] = []
     errors = 0
     with start_server(repository, mode="explicit", tritonserver=str(tritonserver) if tritonserver else None) as server:
+        server_version = server.client.get_server_metadata().version
         for name in names:
             result = bench_model(server, name, files, concurrency, seconds, warmup, _log)
             click.echo(format_bench(result))
             results.append(result.to_json())
             errors += sum(level.errors for level, _ in result.levels)
+    settings = {"concurrency": list(concurrency), "seconds": seconds, "warmup": warmup, "inputs": sorted(files) or "synthesized"}
+    document = bench_document(repository, results, settings=settings, server_version=server_version, digest=digest)
     if json_path is not None:
-        json_path.write_text(json.dumps({"repository": str(repository), "models": results}, indent=2), encoding="utf-8")
+        write_json_atomic(json_path, document)
+    if report_path is not None:
+        write_report([parse_record(document, str(json_path or repository), repository.name)], report_path)
     return 1 if errors else 0

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "build": "build",
     "serve": "serve",
     "bench": "bench",
+    "report": "report",
     "publish": "publish",
     "pull": "pull",
 }

@@ -1,0 +1,210 @@
+"""Records to the page's parts: what each run measured, each chart with its caption and its table.
+
+Pure assembly: the figures come from the records as they are, the drawing from ``charts``. A chart with
+nothing to draw (an empty run, a model whose every request failed) becomes a notice that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from repo_builder.report.charts import Curve, Point, StepBars, curve_chart, step_chart
+from repo_builder.report.records import BenchRecord, Level, ModelRun, Record, RunInfo, TuneRecord
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    chart_id: str
+    title: str
+    caption: str
+    svg: str | None  # None: nothing to draw, ``notices`` say why
+    series: int  # series drawn (the browser test counts them in the DOM)
+    table: Table
+    notices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    label: str
+    facts: tuple[tuple[str, str], ...]
+    notices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Page:
+    title: str
+    runs: tuple[RunSummary, ...]
+    charts: tuple[Chart, ...]
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def _info_facts(info: RunInfo) -> list[tuple[str, str]]:
+    gpus = f"GPU: {', '.join(info.gpus)}" if info.gpus else "no GPU"
+    cores = f"{info.cores} cores" if info.cores is not None else "cores not recorded"
+    return [
+        ("Repository", info.repository),
+        ("Digest", info.repository_digest or "not recorded"),
+        ("Server", f"tritonserver {info.server_version}" if info.server_version else "not recorded"),
+        ("Machine", f"{cores}, {gpus}"),
+        ("Date", info.date or "not recorded"),
+        ("Settings", "; ".join(f"{k}={v}" for k, v in info.settings) or "not recorded"),
+    ]
+
+
+def _summary(record: Record) -> RunSummary:
+    if isinstance(record, TuneRecord):
+        budget = f"p99 <= {record.p99_budget_ms:g} ms" if record.p99_budget_ms is not None else "none"
+        head = [("File", record.source), ("Kind", "tune search"), ("Model", record.model), ("Objective", record.objective), ("Budget", budget)]
+        empty = () if record.candidates else ("This search measured no candidate.",)
+        return RunSummary(record.label, (*head, *_info_facts(record.info)), empty)
+    models = ", ".join(m.model for m in record.models) or "none"
+    empty = () if record.models else ("This run measured no model.",)
+    return RunSummary(record.label, (("File", record.source), ("Kind", "bench"), ("Models", models), *_info_facts(record.info)), empty)
+
+
+def chosen_level(levels: Sequence[Level], budget_ms: float | None) -> Level | None:
+    """The configuration to pick: the most items/s among error-free levels within the p99 budget."""
+    fit = [lv for lv in levels if lv.answered and lv.errors == 0 and (budget_ms is None or lv.p99_ms <= budget_ms)]
+    return max(fit, key=lambda lv: lv.items_per_s) if fit else None
+
+
+def _level_row(label: str, model: str, level: Level, chosen: Level | None, budget_ms: float | None) -> tuple[str, ...]:
+    if not level.answered:
+        note = f"no answer: {level.first_error or 'every request failed'}"
+    elif level is chosen:
+        note = "chosen"
+    elif budget_ms is not None and level.p99_ms > budget_ms:
+        note = "over budget"
+    else:
+        note = f"{level.errors} errors: {level.first_error}" if level.errors else ""
+    figures = (f"{level.items_per_s:.1f}", _ms(level.p50_ms), _ms(level.p90_ms), _ms(level.p99_ms)) if level.answered else ("-",) * 4
+    return (label, model, str(level.concurrency), *figures, str(level.errors), note)
+
+
+def _curve_name(record: BenchRecord, model: ModelRun, overlaid: bool) -> str:
+    return f"{record.label}: {model.model}" if overlaid else model.model
+
+
+def throughput_chart(chart_id: str, records: Sequence[BenchRecord], budget_ms: float | None) -> Chart:
+    """Items/s against p99, one curve per (run, model), points labelled by concurrency."""
+    overlaid = len(records) > 1
+    curves, rows, notices = [], [], []
+    for record in records:
+        for model in record.models:
+            answered = [lv for lv in model.levels if lv.answered]
+            chosen = chosen_level(model.levels, budget_ms)
+            rows.extend(_level_row(record.label, model.model, lv, chosen, budget_ms) for lv in model.levels)
+            if not answered:
+                first = next((lv.first_error for lv in model.levels if lv.first_error), "")
+                notices.append(f"{record.label}: every request to '{model.model}' failed" + (f" (first error: {first})" if first else "") + ": nothing to draw for it.")
+                continue
+            points = tuple(Point(lv.p99_ms, lv.items_per_s, f"c={lv.concurrency}") for lv in answered)
+            curves.append(Curve(_curve_name(record, model, overlaid), points, chosen=answered.index(chosen) if chosen else None))
+        if not record.models:
+            notices.append(f"{record.label}: this run measured no model.")
+    budget = f" The dashed line is the p99 budget of {budget_ms:g} ms." if budget_ms is not None else ""
+    caption = (
+        "Throughput against p99 latency; each point is labelled with its concurrency (closed-loop clients). "
+        f"The star marks the chosen configuration: the most items/s without errors{' within the budget' if budget_ms is not None else ''}.{budget}"
+    )
+    svg = curve_chart(chart_id, curves, xlabel="p99 latency (ms)", ylabel="throughput (items/s)", budget_ms=budget_ms) if curves else None
+    if not curves:
+        notices.append("No request was answered in any run: there is no curve to draw.")
+    headers = ("Run", "Model", "Concurrency", "Items/s", "p50 ms", "p90 ms", "p99 ms", "Errors", "Note")
+    return Chart(chart_id, "Throughput against p99 latency", caption, svg, len(curves), Table(headers, tuple(rows)), tuple(notices))
+
+
+def _step_names(levels: Sequence[Level]) -> list[str]:
+    names: list[str] = []
+    for level in levels:
+        names.extend(s.model for s in level.steps[1:] if s.model not in names)
+    return names
+
+
+def _slowest_caption(levels: Sequence[Level]) -> str:
+    named = [(lv.concurrency, lv.slowest_step) for lv in levels if lv.slowest_step]
+    if not named:
+        return "No step answered, so none is named the slowest."
+    if len({name for _, name in named}) == 1:
+        return f"Slowest step: {named[0][1]} (the most compute time per request at every concurrency)."
+    return "Slowest step, by concurrency: " + ", ".join(f"{name} at {c}" for c, name in named) + "."
+
+
+def step_breakdown_chart(chart_id: str, record: BenchRecord, model: ModelRun, overlaid: bool) -> Chart:
+    """One ensemble: per concurrency, each step's queue and compute time per request, stacked."""
+    answered = [lv for lv in model.levels if lv.answered]
+    names = _step_names(answered)
+    bars, rows = [], []
+    for name in names:
+        found = [next((s for s in lv.steps[1:] if s.model == name), None) for lv in answered]
+        bars.append(StepBars(name, tuple(s.queue_ms if s else 0.0 for s in found), tuple(s.compute_ms if s else 0.0 for s in found)))
+    for level in answered:
+        for step in level.steps[1:]:
+            mark = "slowest" if step.model == level.slowest_step else ""
+            rows.append((str(level.concurrency), step.model, str(step.requests), f"{step.mean_batch:.2f}", _ms(step.queue_ms), _ms(step.compute_ms), mark))
+    title = f"Where the time goes: {_curve_name(record, model, overlaid)}"
+    caption = "Time per request in each step of the ensemble (hatched: queued, solid: computing), at each concurrency. " + _slowest_caption(answered)
+    notices = () if answered else (f"Every request to '{model.model}' failed: no step time to show.",)
+    svg = step_chart(chart_id, [lv.concurrency for lv in answered], bars) if answered and bars else None
+    headers = ("Concurrency", "Step", "Requests", "Mean batch", "Queue ms", "Compute ms", "")
+    return Chart(chart_id, title, caption, svg, len(bars) if svg else 0, Table(headers, tuple(rows)), notices)
+
+
+def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
+    """Every candidate as a point, the Pareto front as a line, the winner starred."""
+    measured = [c for c in record.candidates if c.errors == 0]
+    by_id = {c.id: c for c in record.candidates}
+    front = [by_id[i] for i in record.pareto_front]
+    curves = []
+    if measured:
+        winner = next((i for i, c in enumerate(measured) if c.id == record.winner), None)
+        curves.append(Curve("candidates", tuple(Point(c.p99_ms, c.items_per_s, c.id) for c in measured), joined=False, chosen=winner))
+    if front:
+        curves.append(Curve("Pareto front", tuple(Point(c.p99_ms, c.items_per_s, "") for c in sorted(front, key=lambda c: c.p99_ms))))
+    rows = tuple(
+        (
+            c.id, "; ".join(f"{k}={v}" for k, v in c.knobs), f"{c.items_per_s:.1f}" if not c.errors else "-",
+            _ms(c.p99_ms) if not c.errors else "-", str(c.errors), "yes" if c.id in record.pareto_front else "",
+            "winner" if c.id == record.winner else "",
+        )
+        for c in record.candidates
+    )
+    notices = [] if measured else ["No candidate was measured without errors: there is nothing to draw."]
+    if record.candidates and record.winner is None:
+        notices.append("The search chose no winner (no candidate met the budget).")
+    budget = f" The dashed line is the p99 budget of {record.p99_budget_ms:g} ms." if record.p99_budget_ms is not None else ""
+    caption = f"Each configuration tune measured for '{record.model}'; the line joins the Pareto front (no other candidate is both faster and quicker), the star marks the winner.{budget}"
+    svg = curve_chart(chart_id, curves, xlabel="p99 latency (ms)", ylabel="throughput (items/s)", budget_ms=record.p99_budget_ms) if curves else None
+    headers = ("Candidate", "Knobs", "Items/s", "p99 ms", "Errors", "Pareto front", "")
+    return Chart(chart_id, f"Tune search: {record.label}", caption, svg, len(curves), Table(headers, rows), tuple(notices))
+
+
+def build_page(records: Sequence[Record], budget_ms: float | None = None) -> Page:
+    """Every chart the records call for, in order: throughput, step breakdowns, tune searches."""
+    benches = [r for r in records if isinstance(r, BenchRecord)]
+    charts: list[Chart] = []
+
+    def next_id() -> str:
+        return f"chart-{len(charts) + 1}"
+
+    if benches:
+        charts.append(throughput_chart(next_id(), benches, budget_ms))
+    for record in benches:
+        for model in record.models:
+            if any(len(lv.steps) > 1 for lv in model.levels):
+                charts.append(step_breakdown_chart(next_id(), record, model, len(benches) > 1))
+    for record in records:
+        if isinstance(record, TuneRecord):
+            charts.append(tune_chart(next_id(), record))
+    title = "repo-builder report: " + ", ".join(r.label for r in records)
+    return Page(title, tuple(_summary(r) for r in records), tuple(charts))
