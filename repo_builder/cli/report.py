@@ -18,9 +18,8 @@ def _labels(files: tuple[Path, ...], labels: tuple[str, ...]) -> list[str]:
     if len(labels) > len(files):
         raise UserError(f"--label: {len(labels)} labels for {len(files)} result files; give at most one per file, in order")
     names = [*labels, *(f.name for f in files[len(labels):])]
-    if len(set(names)) < len(names):
-        # Two files of the same name (a/bench.json, b/bench.json): their paths tell them apart.
-        names = [*labels, *(str(f) for f in files[len(labels):])]
+    # Two files of the same name (a/bench.json, b/bench.json): their paths tell them apart.
+    names = [str(f) if i >= len(labels) and names.count(names[i]) > 1 else names[i] for i, f in enumerate(files)]
     if len(set(names)) < len(names):
         raise UserError("--label: two runs have the same label; give each file its own --label")
     return names

@@ -39,6 +39,7 @@ class Curve:
     points: tuple[Point, ...]
     joined: bool = True  # False: a scatter (tune's candidates)
     chosen: int | None = None  # index into points of the configuration to mark
+    chosen_word: str = "chosen"  # its label on the chart ("winner" for a search)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def _draw_curve(ax: Any, chart_id: str, index: int, curve: Curve) -> None:
     if curve.chosen is not None:
         best = curve.points[curve.chosen]
         ax.plot([best.x], [best.y], marker="*", markersize=18, color=style["color"], markeredgecolor="black", linestyle="none", gid=f"{chart_id}-chosen-{index}")
-        ax.annotate("chosen", (best.x, best.y), textcoords="offset points", xytext=(8, -14), fontsize=9, fontweight="bold")
+        ax.annotate(curve.chosen_word, (best.x, best.y), textcoords="offset points", xytext=(8, -14), fontsize=9, fontweight="bold")
 
 
 def step_chart(chart_id: str, concurrencies: Sequence[int], steps: Sequence[StepBars]) -> str:

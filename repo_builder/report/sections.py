@@ -168,7 +168,7 @@ def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
     curves = []
     if measured:
         winner = next((i for i, c in enumerate(measured) if c.id == record.winner), None)
-        curves.append(Curve("candidates", tuple(Point(c.p99_ms, c.items_per_s, c.id) for c in measured), joined=False, chosen=winner))
+        curves.append(Curve("candidates", tuple(Point(c.p99_ms, c.items_per_s, c.id) for c in measured), joined=False, chosen=winner, chosen_word="winner"))
     if front:
         curves.append(Curve("Pareto front", tuple(Point(c.p99_ms, c.items_per_s, "") for c in sorted(front, key=lambda c: c.p99_ms))))
     rows = tuple(
@@ -183,7 +183,7 @@ def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
     if record.candidates and record.winner is None:
         notices.append("The search chose no winner (no candidate met the budget).")
     budget = f" The dashed line is the p99 budget of {record.p99_budget_ms:g} ms." if record.p99_budget_ms is not None else ""
-    caption = f"Each configuration tune measured for '{record.model}'; the line joins the Pareto front (no other candidate is both faster and quicker), the star marks the winner.{budget}"
+    caption = f"Each configuration tune measured for '{record.model}'; the line joins the Pareto front (no other candidate has both more items/s and a lower p99), the star marks the winner.{budget}"
     svg = curve_chart(chart_id, curves, xlabel="p99 latency (ms)", ylabel="throughput (items/s)", budget_ms=record.p99_budget_ms) if curves else None
     headers = ("Candidate", "Knobs", "Items/s", "p99 ms", "Errors", "Pareto front", "")
     return Chart(chart_id, f"Tune search: {record.label}", caption, svg, len(curves), Table(headers, rows), tuple(notices))
