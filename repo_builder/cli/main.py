@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "build": "build",
     "serve": "serve",
     "bench": "bench",
+    "tune": "tune",
     "report": "report",
     "publish": "publish",
     "pull": "pull",

@@ -1,0 +1,128 @@
+"""The whole of ``tune``: read the steps, climb, confirm the winner against the start in interleaved
+rounds, write the winner (unless --dry-run) and the search record."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repo_builder.errors import UserError
+from repo_builder.render.tuning import available_cores
+from repo_builder.report.run_info import repository_digest
+from repo_builder.triton.bench import default_models
+from repo_builder.tune.commit import write_winner
+from repo_builder.tune.knobs import Setting, current_knobs, setting_of, step_space
+from repo_builder.tune.record import tune_document
+from repo_builder.tune.runner import CandidateRunner, LoadPlan, read_model_config, tunable_steps
+from repo_builder.tune.search import Budget, Measured, Objective, SearchResult, hill_climb
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    repository: Path
+    model: str | None = None  # the ensemble clients call; None: the repository's only ensemble
+    objective: Objective = field(default_factory=Objective)
+    budget: Budget = field(default_factory=Budget)
+    plan: LoadPlan = field(default_factory=LoadPlan)
+    max_instances: int | None = None  # None: the cores, at least 2
+    confirm_rounds: int = 2  # interleaved re-measurements of the start and the winner
+    files: Mapping[str, Sequence[bytes]] = field(default_factory=dict)  # --input NAME=FILE
+    write: bool = True  # False: --dry-run
+    tritonserver: str | None = None
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    model: str
+    search: SearchResult
+    document: dict[str, Any]
+    written: tuple[str, ...]  # steps whose config.pbtxt changed
+
+    @property
+    def gain(self) -> float:
+        """The winner's throughput over the start's, from the confirmation rounds when they ran."""
+        confirmed = self.document.get("confirmation")
+        if confirmed:
+            return float(confirmed["ratio"])
+        base = self.search.baseline.items_per_s
+        return self.search.best.items_per_s / base if base else 0.0
+
+
+def only_ensemble(repository: Path) -> str:
+    names = [n for n in default_models(repository) if (repository / n / "config.pbtxt").is_file()]
+    ensembles = [n for n in names if read_model_config(repository, n).platform == "ensemble"]
+    if len(ensembles) != 1:
+        found = ", ".join(ensembles) or "none"
+        raise UserError(f"{repository}: tune needs one ensemble to tune (found {found}); pass --model NAME")
+    return ensembles[0]
+
+
+def _confirm(runner: CandidateRunner, start: Setting, best: Setting, rounds: int, log: Log) -> dict[str, Any] | None:
+    """Start and winner measured alternately: machines are noisy, so the ratio comes from medians of
+    interleaved rounds, not from two runs minutes apart."""
+    if rounds <= 0 or start == best:
+        return None
+    figures: dict[str, list[float]] = {"start": [], "winner": []}
+    for i in range(rounds):
+        for label, setting in (("start", start), ("winner", best)):
+            m = runner.measure(setting)
+            figures[label].append(m.items_per_s)
+            log(f"confirm {i + 1}/{rounds} {label}: {m.items_per_s:.1f} items/s")
+    start_median, winner_median = (statistics.median(figures[k]) for k in ("start", "winner"))
+    return {
+        "rounds": rounds,
+        "start_items_per_s": figures["start"],
+        "winner_items_per_s": figures["winner"],
+        "ratio": round(winner_median / start_median, 3) if start_median else 0.0,
+    }
+
+
+def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResult:
+    repository = request.repository
+    if not repository.is_dir():
+        raise UserError(f"{repository}: not a folder; pass a model repository (e.g. the --out of 'repo-builder build')")
+    model = request.model or only_ensemble(repository)
+    configs = tunable_steps(repository, model)
+    cores = available_cores()
+    max_instances = request.max_instances or max(2, cores)
+    spaces = {name: step_space(c, cores, max_instances) for name, c in configs.items()}
+    start = setting_of({name: current_knobs(c) for name, c in configs.items()})
+    digest = repository_digest(repository)
+    began = time.monotonic()
+    with CandidateRunner(repository, model, configs, request.plan, request.files, log, request.tritonserver) as runner:
+        server_version = str(runner.server.client.get_server_metadata().version)
+
+        def measure(setting: Setting) -> Measured:
+            log(f"measuring {_short(setting)}")
+            return runner.measure(setting)
+
+        search = hill_climb(start, spaces, cores, measure, request.objective, request.budget, log)
+        confirmation = _confirm(runner, start, search.best.setting, request.confirm_rounds, log)
+    if confirmation is not None and confirmation["ratio"] < 1.0 + request.objective.min_gain:
+        # The climb's gain did not hold up when measured again beside the start: noise, not a win.
+        log(f"the winner's gain did not hold in the confirmation rounds ({confirmation['ratio']:.2f}x); keeping the start")
+        confirmation = {**confirmation, "kept_start": True}
+        search = SearchResult(measured=search.measured, best=search.baseline)
+    settings = {
+        "concurrency": request.plan.concurrency, "seconds": request.plan.seconds, "warmup": request.plan.warmup,
+        "max_candidates": request.budget.max_candidates, "max_seconds": request.budget.max_seconds,
+        "max_instances": max_instances, "cores": cores,
+    }
+    document = tune_document(
+        repository, model, search, request.objective, digest=digest, server_version=server_version,
+        settings=settings, seconds=time.monotonic() - began, confirmation=confirmation,
+    )
+    written: list[str] = []
+    if request.write and request.objective.feasible(search.best):
+        written = write_winner(repository, configs, search.best.setting, start, log)
+    return TuneResult(model=model, search=search, document=document, written=tuple(written))
+
+
+def _short(setting: Setting) -> str:
+    return "; ".join(f"{name}: {k.describe()}" for name, k in setting)

@@ -1,0 +1,123 @@
+"""How ``tune`` searches: a hill climb over the steps' knobs, the slowest step first.
+
+Model Analyzer's quick search climbs one model's knobs at a time; an ensemble's steps share the same
+cores, so a setting is judged jointly here: each candidate is the whole pipeline's setting, measured end to
+end. From the build's own setting, every one-move neighbour is tried, steps ordered by how much compute
+time they took in the last measurement (the bottleneck first); the first one that serves more (by at least
+``min_gain``) within the latency budget becomes the new best, and the climb goes on from there until no
+neighbour wins or the budget of candidates or seconds is spent.
+
+Pure logic: measuring is a function handed in (``Measure``), so the search is tested without a server.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from repo_builder.tune.knobs import Setting, StepKnobs, StepSpace, neighbours
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one candidate served at the search's concurrency."""
+
+    setting: Setting
+    items_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int = 0
+    step_compute_ms: Mapping[str, float] = field(default_factory=dict)  # per step, per request
+    seconds: float = 0.0  # wall time the measurement took (loading included)
+
+
+Measure = Callable[[Setting], Measured]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Throughput, optionally under a p99 budget; a candidate with failed requests never wins."""
+
+    p99_budget_ms: float | None = None
+    min_gain: float = 0.03  # a new best must serve this much more: less is the machine's noise
+
+    def feasible(self, m: Measured) -> bool:
+        return m.errors == 0 and m.items_per_s > 0 and (self.p99_budget_ms is None or m.p99_ms <= self.p99_budget_ms)
+
+    def better(self, new: Measured, best: Measured) -> bool:
+        if not self.feasible(new):
+            return False
+        if not self.feasible(best):  # anything feasible beats an infeasible start
+            return True
+        return new.items_per_s > best.items_per_s * (1.0 + self.min_gain)
+
+    @property
+    def name(self) -> str:
+        return "throughput" if self.p99_budget_ms is None else "p99-budget"
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_candidates: int = 16
+    max_seconds: float = 600.0
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    measured: tuple[Measured, ...]  # in the order measured; the first is the starting setting
+    best: Measured
+
+    @property
+    def baseline(self) -> Measured:
+        return self.measured[0]
+
+
+def _moves(best: Measured, spaces: Mapping[str, StepSpace], cores: int) -> Iterator[Setting]:
+    knobs = dict(best.setting)
+    order = sorted(knobs, key=lambda name: -best.step_compute_ms.get(name, 0.0))  # the bottleneck first
+    for name in order:
+        for alternative in neighbours(knobs[name], spaces[name], cores):
+            yield tuple(sorted({**knobs, name: alternative}.items()))
+
+
+def hill_climb(
+    start: Setting,
+    spaces: Mapping[str, StepSpace],
+    cores: int,
+    measure: Measure,
+    objective: Objective,
+    budget: Budget,
+    log: Callable[[str], None] = lambda _: None,
+    clock: Callable[[], float] = time.monotonic,
+) -> SearchResult:
+    """Climb from ``start``; every setting is measured at most once."""
+    began = clock()
+    seen: dict[Setting, Measured] = {}
+
+    def spent() -> bool:
+        return len(seen) >= budget.max_candidates or clock() - began >= budget.max_seconds
+
+    best = seen[start] = measure(start)
+    log(f"start: {best.items_per_s:.1f} items/s, p99 {best.p99_ms:.1f} ms")
+    improved = True
+    while improved and not spent():
+        improved = False
+        for setting in _moves(best, spaces, cores):
+            if setting in seen:
+                continue
+            if spent():
+                break
+            candidate = seen[setting] = measure(setting)
+            if objective.better(candidate, best):
+                log(f"better: {candidate.items_per_s:.1f} items/s, p99 {candidate.p99_ms:.1f} ms")
+                best, improved = candidate, True
+                break
+    return SearchResult(measured=tuple(seen.values()), best=best)
+
+
+def describe(setting: Setting) -> str:
+    return "; ".join(f"{name}: {k.describe()}" for name, k in setting)
+
+
+__all__ = ["Budget", "Measure", "Measured", "Objective", "SearchResult", "StepKnobs", "describe", "hill_climb"]

@@ -1,0 +1,87 @@
+"""The search alone (``tune.search``): a hill climb over the steps' knobs, checked on landscapes whose best
+setting is known, with the measurement handed in as a function (the real one is tested end to end in
+test_tune_cli.py on the embedded Triton)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from repo_builder.tune.knobs import Setting, StepKnobs, StepSpace, neighbours, setting_of
+from repo_builder.tune.search import Budget, Measured, Objective, hill_climb
+
+SPACES = {
+    "pre": StepSpace("pre", (1, 2, 3, 4)),
+    "model": StepSpace("model", (1, 2, 3, 4), threads=(1, 2, 3, 4), queue_delays_us=(0, 100, 500, 2000)),
+}
+START = setting_of({"pre": StepKnobs(1), "model": StepKnobs(1, 4, 100)})
+
+
+def landscape(best: dict[str, StepKnobs], p99: Callable[[Setting], float] = lambda _: 10.0) -> Callable[[Setting], Measured]:
+    """Throughput falls with each knob's distance from ``best``; the slowest step is the farthest one."""
+    calls: list[Setting] = []
+
+    def distance(name: str, k: StepKnobs) -> int:
+        b = best[name]
+        return abs(k.instances - b.instances) + abs((k.threads or 0) - (b.threads or 0)) + abs(
+            [0, 100, 500, 2000].index(k.queue_delay_us or 0) - [0, 100, 500, 2000].index(b.queue_delay_us or 0)
+        )
+
+    def measure(setting: Setting) -> Measured:
+        calls.append(setting)
+        far = {name: distance(name, k) for name, k in setting}
+        return Measured(setting, items_per_s=100.0 / (1 + sum(far.values())), p50_ms=1.0, p99_ms=p99(setting),
+                        step_compute_ms={n: float(d) for n, d in far.items()})
+
+    measure.calls = calls  # type: ignore[attr-defined]
+    return measure
+
+
+def test_hill_climb_finds_best_setting_when_landscape_has_one_peak() -> None:
+    best = {"pre": StepKnobs(2), "model": StepKnobs(2, 2, 500)}
+    result = hill_climb(START, SPACES, 4, landscape(best), Objective(), Budget(max_candidates=200))
+    assert dict(result.best.setting) == best
+    assert result.baseline.setting == START
+
+
+def test_hill_climb_measures_each_setting_once_and_stops_at_budget() -> None:
+    measure = landscape({"pre": StepKnobs(4), "model": StepKnobs(4, 1, 2000)})
+    result = hill_climb(START, SPACES, 4, measure, Objective(), Budget(max_candidates=5))
+    assert len(result.measured) == 5
+    assert len(set(measure.calls)) == len(measure.calls)  # type: ignore[attr-defined]
+
+
+def test_hill_climb_moves_slowest_step_first_when_step_times_are_known() -> None:
+    measure = landscape({"pre": StepKnobs(1), "model": StepKnobs(1, 4, 2000)})
+    hill_climb(START, SPACES, 4, measure, Objective(), Budget(max_candidates=2))
+    first_move = dict(measure.calls[1])  # type: ignore[attr-defined]
+    assert first_move["pre"] == StepKnobs(1) and first_move["model"] != StepKnobs(1, 4, 100)
+
+
+def test_hill_climb_keeps_start_when_gain_is_below_noise() -> None:
+    def flat(setting: Setting) -> Measured:
+        return Measured(setting, items_per_s=100.0 + (1.0 if setting != START else 0.0), p50_ms=1, p99_ms=1)
+
+    result = hill_climb(START, SPACES, 4, flat, Objective(min_gain=0.03), Budget(max_candidates=50))
+    assert result.best.setting == START
+
+
+def test_hill_climb_respects_p99_budget_when_faster_settings_are_too_slow_per_request() -> None:
+    best = {"pre": StepKnobs(3), "model": StepKnobs(3, 1, 2000)}
+    # Settings with a long batching delay serve more but break the budget.
+    p99 = lambda s: 50.0 if dict(s)["model"].queue_delay_us == 2000 else 10.0  # noqa: E731
+    result = hill_climb(START, SPACES, 4, landscape(best, p99), Objective(p99_budget_ms=20.0), Budget(max_candidates=200))
+    assert result.best.p99_ms <= 20.0
+    assert dict(result.best.setting)["model"].queue_delay_us != 2000
+
+
+def test_objective_never_picks_a_candidate_with_failed_requests() -> None:
+    ok = Measured(START, items_per_s=10, p50_ms=1, p99_ms=1)
+    failing = Measured(START, items_per_s=1000, p50_ms=1, p99_ms=1, errors=3)
+    assert not Objective().better(failing, ok)
+    assert Objective().better(ok, failing)
+
+
+def test_neighbours_keep_instances_times_threads_within_cores() -> None:
+    found = neighbours(StepKnobs(2, 1, 100), SPACES["model"], cores=4)
+    assert StepKnobs(3, 1, 100) in found and StepKnobs(1, 4, 100) in found and StepKnobs(2, 2, 100) in found
+    assert all(k.instances * (k.threads or 1) <= 4 for k in found)
