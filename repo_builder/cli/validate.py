@@ -21,6 +21,8 @@ from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
 from repo_builder.validate.reporters import FORMATS, REPORTERS, RenderSettings, render_report
 from repo_builder.validate.reporters.formatting import summary_line
+from repo_builder.validate.rule_config import RuleChoice, resolve_rule_config
+from repo_builder.validate.suppress import apply_rule_config, needs_reason
 
 DEFAULT_LOAD_TIMEOUT = 60.0
 
@@ -156,6 +158,28 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     metavar="MB",
     help="For s3:// paths: largest ONNX file fetched to check its inputs and outputs.",
 )
+@click.option(
+    "--select",
+    multiple=True,
+    metavar="CODES",
+    help="Only these rules (codes, prefixes like RB3, or names; comma-separated). Findings that make Triton "
+    "refuse a model are reported whatever is selected.",
+)
+@click.option(
+    "--ignore",
+    multiple=True,
+    metavar="CODES",
+    help="Set these findings aside (codes, prefixes or names; CODE:reason). Refusals need a reason and the "
+    "report still says the model will not load. Set-aside findings stay in JSON/SARIF as suppressed.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Rule settings file [default: the nearest .repo-builder.toml or pyproject.toml "
+    "[tool.repo-builder.validate] from the working folder up].",
+)
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @quiet_option
 @verbose_option
 def command(
@@ -174,6 +198,10 @@ def command(
     allow_unproven: bool,
     s3_endpoint: str | None,
     max_download: int,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config_file: Path | None,
+    isolated: bool,
     quiet: bool,
     verbose: bool,
 ) -> int:
@@ -192,6 +220,9 @@ def command(
         gpu=gpu,
         live=live,
     )
+    if isolated and config_file is not None:
+        raise click.UsageError("--isolated ignores configuration files; drop --config or --isolated")
+    rules = resolve_rule_config(RuleChoice(select=select, ignore=ignore, config=config_file, isolated=isolated))
     targets = report_targets(formats, output)
     for target in targets:
         if target.path is not None:
@@ -205,6 +236,13 @@ def command(
         max_download_bytes=max_download << 20,
         progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
     )
+    report = apply_rule_config(report, rules)
+    for pattern in () if quiet else needs_reason(report, rules):
+        click.echo(
+            f"note: --ignore {pattern} left its errors in place (Triton refuses those models); "
+            f"to set them aside, give a reason: --ignore '{pattern}:why'",
+            err=True,
+        )
     render = RenderSettings(fail_on=Severity(fail_on), quiet=quiet, verbose=verbose)
     emit(report, targets, render)
     return report.exit_code(Severity(fail_on))

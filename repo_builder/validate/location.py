@@ -18,7 +18,9 @@ from repo_builder.validate.live import LiveSettings, Progress, validate_live
 from repo_builder.validate.records import Repository, ValidateOptions
 from repo_builder.validate.remote import DEFAULT_MAX_ONNX_BYTES, check_remote
 from repo_builder.validate.report import Report
+from repo_builder.validate.rule_config import RuleChoice, resolve_rule_config
 from repo_builder.validate.scan import scan_repository
+from repo_builder.validate.suppress import apply_rule_config
 
 
 def gpu_on_this_machine() -> bool:
@@ -145,6 +147,8 @@ def validate(
     allow_unproven: bool = False,
     s3_endpoint: str | None = None,
     max_download_mb: int = DEFAULT_MAX_ONNX_BYTES >> 20,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
 ) -> Report:
     """Validate a Triton model repository; the Python form of ``repo-builder validate``.
 
@@ -155,7 +159,10 @@ def validate(
     (``"10.3.0"``): the TensorRT version itself, which wins over the release's. ``allow_pending``:
     TensorRT plans still to compile are warnings.
     ``live``: also load every model in a real tritonserver (``tritonserver``: its binary; ``load_timeout``
-    seconds per model; ``allow_unproven``: models it cannot load here do not fail the report). Returns the ``Report``; ``report.ok`` and ``report.exit_code()`` give the verdict.
+    seconds per model; ``allow_unproven``: models it cannot load here do not fail the report).
+    ``select`` / ``ignore``: rule codes, prefixes or names as on the command line (``"RB401:reason"``);
+    configuration files are not read here. Inline ``# repo-builder: ignore[...]`` comments always apply.
+    Returns the ``Report``; ``report.ok`` and ``report.exit_code()`` give the verdict.
     Raises ``repo_builder.errors.UserError`` for bad input and ``ToolError`` when a tool fails.
     """
     if load_timeout <= 0:
@@ -171,9 +178,11 @@ def validate(
         live=live,
     )
     settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
-    return validate_location(
+    rules = resolve_rule_config(RuleChoice(select=select, ignore=ignore, isolated=True))
+    report = validate_location(
         path_or_url, options, live=settings, s3_endpoint=s3_endpoint, max_download_bytes=max_download_mb << 20
     )
+    return apply_rule_config(report, rules)
 
 
 def target_has_gpu(gpu: bool | None, *, live: bool) -> bool:

@@ -26,6 +26,17 @@ class Severity(StrEnum):
 
 
 @dataclass(frozen=True)
+class Suppression:
+    """Why a finding is set aside (``suppress.py``): ``kind`` is ``inline`` (a ``# repo-builder: ignore[...]``
+    comment), ``ignore`` (``--ignore`` or the configuration file) or ``unselected`` (outside ``--select``)."""
+
+    kind: str
+    reason: str | None
+    by: str  # the code, prefix or rule name that matched
+    source: str | None = None  # the configuration file, when it came from one
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     """One finding. ``path`` is relative to the repository root where possible."""
 
@@ -39,6 +50,7 @@ class Diagnostic:
     hint: str | None = None
     line: int | None = None
     column: int | None = None
+    suppression: Suppression | None = None  # set only on ``Report.suppressed`` entries
 
 
 @dataclass(frozen=True)

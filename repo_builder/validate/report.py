@@ -63,6 +63,8 @@ class Report:
     diagnostics: tuple[Diagnostic, ...]
     models: tuple[ModelSummary, ...] = field(default=())
     target: str = GPU_TARGET  # the deploy target judged for (ValidateOptions.target), e.g. "CPU-only server, ..."
+    # Findings the user set aside (--ignore, --select, inline comments): listed, never counted in the verdict.
+    suppressed: tuple[Diagnostic, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.report import ModelSummary, Report
+from repo_builder.validate.suppress import acknowledged_refusals
 
 REPOSITORY_GROUP = "(repository)"
 
@@ -124,7 +125,18 @@ def summary_line(report: Report, fail_on: Severity = Severity.ERROR) -> str:
     )
     if fail_on != Severity.ERROR and not report.exit_code(Severity.ERROR) and not verdict_ok(report, fail_on):
         line += f" (--fail-on {fail_on.value})"
-    return line
+    return line + suppressed_note(report)
+
+
+def suppressed_note(report: Report) -> str:
+    """``; 3 suppressed`` and, when errors were set aside, which models still will not load."""
+    if not report.suppressed:
+        return ""
+    note = f"; {len(report.suppressed)} suppressed"
+    set_aside = acknowledged_refusals(report)
+    if set_aside:
+        note += f" (errors set aside with a reason; still will not load: {', '.join(clean(m) for m in set_aside)})"
+    return note
 
 
 def grouped(report: Report) -> list[tuple[str, ModelSummary | None, list[Diagnostic]]]:

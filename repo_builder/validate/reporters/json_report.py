@@ -18,6 +18,7 @@ from repo_builder.validate.reporters.formatting import (
     target_text,
     verdict_ok,
 )
+from repo_builder.validate.suppress import acknowledged_refusals
 
 # Bumped on any change a consumer could trip on (a field removed, renamed or retyped); new fields are not.
 SCHEMA_VERSION = 1
@@ -31,7 +32,7 @@ def report_schema() -> dict[str, Any]:
 
 
 def _diagnostic_json(d: Diagnostic) -> dict[str, Any]:
-    return {
+    out = {
         "code": d.code,
         "rule": d.rule,
         "severity": d.severity.value,
@@ -43,6 +44,10 @@ def _diagnostic_json(d: Diagnostic) -> dict[str, Any]:
         "line": d.line,
         "column": d.column,
     }
+    if d.suppression is not None:
+        s = d.suppression
+        out["suppression"] = {"kind": s.kind, "reason": s.reason, "by": s.by, "source": s.source}
+    return out
 
 
 def _model_json(m: ModelSummary) -> dict[str, Any]:
@@ -71,12 +76,15 @@ def report_to_dict(report: Report, settings: RenderSettings | None = None) -> di
         "fail_on": settings.fail_on.value,
         "models": [_model_json(m) for m in report.models],
         "diagnostics": [_diagnostic_json(d) for d in report.diagnostics],
+        "suppressed": [_diagnostic_json(d) for d in report.suppressed],
         "summary": {
             "models": len(report.models),
             "refused": sum(1 for m in report.models if not m.ok),
             "errors": report.count(Severity.ERROR),
             "warnings": report.count(Severity.WARNING),
             "info": report.count(Severity.INFO),
+            "suppressed": len(report.suppressed),
+            "acknowledged_refusals": [clean(name) for name in acknowledged_refusals(report)],
         },
     }
 

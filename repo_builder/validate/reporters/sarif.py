@@ -66,6 +66,12 @@ def _result(report: Report, d: Diagnostic, index: int, settings: RenderSettings)
     }
     if d.model is not None:
         result["locations"][0]["logicalLocations"] = [{"name": clean(d.model), "kind": "module"}]
+    if d.suppression is not None:  # listed, so code scanning shows it as dismissed rather than losing it
+        kind = "inSource" if d.suppression.kind == "inline" else "external"
+        entry: dict[str, Any] = {"kind": kind, "status": "accepted"}
+        if d.suppression.reason:
+            entry["justification"] = clean(d.suppression.reason)
+        result["suppressions"] = [entry]
     return result
 
 
@@ -73,14 +79,15 @@ def report_to_sarif(report: Report, settings: RenderSettings | None = None) -> d
     settings = settings or RenderSettings()
     rules = registry_rules()
     index = {r["id"]: i for i, r in enumerate(rules)}
-    for d in report.diagnostics:  # a code the registry does not list (should not happen): describe it anyway
+    every = report.diagnostics + report.suppressed
+    for d in every:  # a code the registry does not list (should not happen): describe it anyway
         if d.code not in index:
             index[d.code] = len(rules)
             rules.append(_rule(d.code, d.rule, d.severity, d.rule))
     driver = {"name": "repo-builder", "version": __version__, "semanticVersion": __version__, "rules": rules}
     run = {
         "tool": {"driver": driver},
-        "results": [_result(report, d, index[d.code], settings) for d in report.diagnostics],
+        "results": [_result(report, d, index[d.code], settings) for d in every],
         "columnKind": "unicodeCodePoints",
         "invocations": [{"executionSuccessful": True, "exitCode": report.exit_code(settings.fail_on)}],
     }

@@ -67,6 +67,14 @@ def render_text(report: Report, settings: RenderSettings | None = None) -> str:
     if collapse and clean_count:
         lines.append("")
         lines.append(f"{clean_count} more model(s) without findings")
+    if report.suppressed and settings.verbose:
+        lines.append("")
+        lines.append("suppressed (not counted):")
+        for d in report.suppressed:
+            how = d.suppression
+            why = f"{how.kind} {how.by}" + (f": {clean(how.reason)}" if how.reason else "") if how else ""
+            lines.extend(format_diagnostic_block(d, f"{d.severity.value:<7}"))
+            lines.append(f"          suppressed by {why}")
     lines.append("")
     lines.append(summary_line(report, settings.fail_on))
     return "\n".join(lines) + "\n"
