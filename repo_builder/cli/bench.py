@@ -89,7 +89,7 @@ def command(
     if not names:
         raise UserError(f"{repository}: no model folder with a config.pbtxt; build one with 'repo-builder build'")
     if report_path is not None:  # refused now, not after minutes of measuring
-        check_output(report_path)
+        check_output(report_path, option="--report")
         require_plotting("bench --report")
     digest = repository_digest(repository)  # before serving: what was measured
     results: list[dict[str, Any]] = []

@@ -78,14 +78,14 @@ def render_page(page: Page) -> str:
     return env.from_string(TEMPLATE).render(page=replace(page, charts=charts))
 
 
-def check_output(out: Path, inputs: Sequence[Path] = ()) -> None:
+def check_output(out: Path, inputs: Sequence[Path] = (), *, option: str = "-o") -> None:
     """Refuse before any work when the page could not be written, or would overwrite an input."""
     if out.is_dir():
-        raise UserError(f"-o {out}: is a folder; name the HTML file to write, e.g. {out / 'report.html'}")
+        raise UserError(f"{option} {out}: is a folder; name the HTML file to write, e.g. {out / 'report.html'}")
     if not out.parent.is_dir():
-        raise UserError(f"-o {out}: folder {out.parent} does not exist; create it or write the page elsewhere")
+        raise UserError(f"{option} {out}: folder {out.parent} does not exist; create it or write the page elsewhere")
     if any(out.resolve() == p.resolve() for p in inputs):
-        raise UserError(f"-o {out}: is one of the result files read; write the page to another file")
+        raise UserError(f"{option} {out}: is one of the result files read; write the page to another file")
 
 
 def write_report(records: Sequence[Record], out: Path, *, budget_ms: float | None = None) -> Path:

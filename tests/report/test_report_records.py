@@ -118,3 +118,15 @@ def test_parse_record_accepts_json_round_trip_when_written_by_bench_document(tmp
     assert bench_document(repo, [], settings={}, server_version="")["repository_digest"] == before
     (repo / "m" / "config.pbtxt").write_text('name: "m" ')
     assert bench_document(repo, [], settings={}, server_version="")["repository_digest"] != before
+
+
+def test_load_record_refuses_without_reading_when_path_is_a_fifo_or_device(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # reading it would block forever
+    link = tmp_path / "zero.json"
+    link.symlink_to("/dev/zero")
+    for path in (fifo, link):
+        with pytest.raises(UserError, match="not a regular file"):
+            load_record(path)
