@@ -106,5 +106,5 @@ def command(
     if json_path is not None:
         write_json_atomic(json_path, document)
     if report_path is not None:
-        write_report([parse_record(document, str(json_path or repository), repository.name)], report_path)
+        write_report([parse_record(document, str(json_path or "not written (no --json)"), repository.name)], report_path)
     return 1 if errors else 0

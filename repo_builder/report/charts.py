@@ -90,8 +90,12 @@ def namespace_ids(svg: str, chart_id: str) -> str:
     def named(name: str) -> str:
         return name if name.startswith(prefix) else prefix + name
 
-    svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{named(m.group(1))}"', svg)
-    return re.sub(r'(url\(#|href="#)([^")]+)', lambda m: m.group(1) + named(m.group(2)), svg)
+    def tag(match: re.Match[str]) -> str:
+        text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{named(m.group(1))}"', match.group(0))
+        return re.sub(r'(url\(#|href="#)([^")]+)', lambda m: m.group(1) + named(m.group(2)), text)
+
+    # Inside tags only: text nodes hold names from the repository (escaped, so never a "<").
+    return re.sub(r"<[^>]+>", tag, svg)
 
 
 def _style(index: int) -> dict[str, Any]:

@@ -79,13 +79,14 @@ def test_page_names_failure_and_draws_the_rest_when_every_request_to_one_model_f
 
 
 def test_page_escapes_names_in_html_and_svg_when_model_is_called_script() -> None:
-    name = "<script>alert(1)</script>$x$"
+    name = "<script>alert(1)</script>$x$ url(#p1) id=\"y\""
     doc = bench_doc([{"model": name, "levels": [level(1, 10.0, 5.0, steps=("<img src=x onerror=alert(2)>",))]}])
     html = page_of(doc, labels=("<b>run</b>",))
     assert "<script" not in html.lower() and "<img" not in html.lower() and "<b>run" not in html
     svg_text = re.findall(r"<text[^>]*>(.*?)</text>", html, re.S)
-    assert any("&lt;script&gt;alert(1)&lt;/script&gt;$x$" in t for t in svg_text)  # legend: as typed, no mathtext
-    assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;$x$</td>" in html
+    shown = "&lt;script&gt;alert(1)&lt;/script&gt;$x$ url(#p1) id="
+    assert any(f'{shown}"y"' in t for t in svg_text)  # legend: as typed (no mathtext, ids left alone in text)
+    assert f"<td>{shown}&#34;y&#34;</td>" in html
 
 
 def test_page_loads_nothing_when_opened() -> None:
