@@ -17,6 +17,7 @@ from repo_builder.report.records import BenchRecord, Level, ModelRun, Record, Ru
 class Table:
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+    numeric: frozenset[int] = frozenset()  # columns of figures, aligned right
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def throughput_chart(chart_id: str, records: Sequence[BenchRecord], budget_ms: f
     if not curves:
         notices.append("No request was answered in any run: there is no curve to draw.")
     headers = ("Run", "Model", "Concurrency", "Items/s", "p50 ms", "p90 ms", "p99 ms", "Errors", "Note")
-    return Chart(chart_id, "Throughput against p99 latency", caption, svg, len(curves), Table(headers, tuple(rows)), tuple(notices))
+    return Chart(chart_id, "Throughput against p99 latency", caption, svg, len(curves), Table(headers, tuple(rows), frozenset(range(2, 8))), tuple(notices))
 
 
 def _step_names(levels: Sequence[Level]) -> list[str]:
@@ -157,7 +158,7 @@ def step_breakdown_chart(chart_id: str, record: BenchRecord, model: ModelRun, ov
     notices = () if answered else (f"Every request to '{model.model}' failed: no step time to show.",)
     svg = step_chart(chart_id, [lv.concurrency for lv in answered], bars) if answered and bars else None
     headers = ("Concurrency", "Step", "Requests", "Mean batch", "Queue ms", "Compute ms", "")
-    return Chart(chart_id, title, caption, svg, len(bars) if svg else 0, Table(headers, tuple(rows)), notices)
+    return Chart(chart_id, title, caption, svg, len(bars) if svg else 0, Table(headers, tuple(rows), frozenset({0, 2, 3, 4, 5})), notices)
 
 
 def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
@@ -186,7 +187,7 @@ def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
     caption = f"Each configuration tune measured for '{record.model}'; the line joins the Pareto front (no other candidate has both more items/s and a lower p99), the star marks the winner.{budget}"
     svg = curve_chart(chart_id, curves, xlabel="p99 latency (ms)", ylabel="throughput (items/s)", budget_ms=record.p99_budget_ms) if curves else None
     headers = ("Candidate", "Knobs", "Items/s", "p99 ms", "Errors", "Pareto front", "")
-    return Chart(chart_id, f"Tune search: {record.label}", caption, svg, len(curves), Table(headers, rows), tuple(notices))
+    return Chart(chart_id, f"Tune search: {record.label}", caption, svg, len(curves), Table(headers, rows, frozenset({2, 3, 4})), tuple(notices))
 
 
 def build_page(records: Sequence[Record], budget_ms: float | None = None) -> Page:
