@@ -144,10 +144,12 @@ def _slowest_caption(levels: Sequence[Level]) -> str:
 def step_breakdown_chart(chart_id: str, record: BenchRecord, model: ModelRun, overlaid: bool) -> Chart:
     """One ensemble: per concurrency, each step's queue and compute time per request, stacked."""
     answered = [lv for lv in model.levels if lv.answered]
-    names = _step_names(answered)
-    bars, rows = [], []
-    for name in names:
+    bars, rows, idle = [], [], []
+    for name in _step_names(answered):
         found = [next((s for s in lv.steps[1:] if s.model == name), None) for lv in answered]
+        if not any(s and s.requests for s in found):  # a step no request reached has no time to stack
+            idle.append(name)
+            continue
         bars.append(StepBars(name, tuple(s.queue_ms if s else 0.0 for s in found), tuple(s.compute_ms if s else 0.0 for s in found)))
     for level in answered:
         for step in level.steps[1:]:
@@ -155,6 +157,7 @@ def step_breakdown_chart(chart_id: str, record: BenchRecord, model: ModelRun, ov
             rows.append((str(level.concurrency), step.model, str(step.requests), f"{step.mean_batch:.2f}", _ms(step.queue_ms), _ms(step.compute_ms), mark))
     title = f"Where the time goes: {_curve_name(record, model, overlaid)}"
     caption = "Time per request in each step of the ensemble (hatched: queued, solid: computing), at each concurrency. " + _slowest_caption(answered)
+    caption += f" Not called in this run: {', '.join(idle)}." if idle else ""
     notices = () if answered else (f"Every request to '{model.model}' failed: no step time to show.",)
     svg = step_chart(chart_id, [lv.concurrency for lv in answered], bars) if answered and bars else None
     headers = ("Concurrency", "Step", "Requests", "Mean batch", "Queue ms", "Compute ms", "")

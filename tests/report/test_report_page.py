@@ -109,3 +109,12 @@ def test_page_says_nothing_was_measured_when_every_candidate_failed() -> None:
     doc = tune_doc(candidates=[{"id": "c0", "knobs": {}, "items_per_s": 0, "p99_ms": 0, "errors": 3}], pareto_front=[], winner=None)
     html = page_of(doc)
     assert "No candidate was measured without errors" in html and "chose no winner" in html and "<svg" not in html
+
+
+def test_step_chart_leaves_out_and_names_step_when_no_request_reached_it() -> None:
+    doc = bench_doc()
+    for lv in doc["models"][0]["levels"]:
+        lv["steps"].append({**lv["steps"][1], "model": "fallback", "requests": 0, "queue_ms": 0.0, "compute_ms": 0.0})
+    html = page_of(doc)
+    assert figures(html)["chart-2"] == 2  # pre and net drawn; fallback has nothing to stack
+    assert "Not called in this run: fallback." in html
