@@ -89,7 +89,7 @@ def command(
     if not names:
         raise UserError(f"{repository}: no model folder with a config.pbtxt; build one with 'repo-builder build'")
     if report_path is not None:  # refused now, not after minutes of measuring
-        check_output(report_path)
+        check_output(report_path, option="--report")
         require_plotting("bench --report")
     digest = repository_digest(repository)  # before serving: what was measured
     results: list[dict[str, Any]] = []
@@ -106,5 +106,5 @@ def command(
     if json_path is not None:
         write_json_atomic(json_path, document)
     if report_path is not None:
-        write_report([parse_record(document, str(json_path or repository), repository.name)], report_path)
+        write_report([parse_record(document, str(json_path or "not written (no --json)"), repository.name)], report_path)
     return 1 if errors else 0

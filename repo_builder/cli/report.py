@@ -12,6 +12,7 @@ import click
 
 from repo_builder.errors import UserError
 from repo_builder.report import check_output, load_record, write_report
+from repo_builder.report.charts import require_plotting
 
 
 def _labels(files: tuple[Path, ...], labels: tuple[str, ...]) -> list[str]:
@@ -36,6 +37,7 @@ def command(results: tuple[Path, ...], out: Path, labels: tuple[str, ...], budge
     Several files are overlaid on the same charts, e.g. before and after a change.
     """
     check_output(out, results)
+    require_plotting("repo-builder report")
     records = [load_record(path, label) for path, label in zip(results, _labels(results, labels), strict=True)]
     write_report(records, out, budget_ms=budget_ms)
     click.echo(f"wrote {out}", err=True)

@@ -1,7 +1,8 @@
 """Reports people look at: bench and tune results as one self-contained HTML page with charts.
 
 ``load_record`` reads a result file (``bench --json``, or the search record ``tune`` will write) and
-``write_report`` writes the page; ``bench_document`` is the JSON that ``bench --json`` writes.
+``write_report`` writes the page; ``bench_document`` is the JSON that ``bench --json`` writes and
+``tune_document`` the search record ``tune`` is to write.
 matplotlib is imported only while charts are drawn (``charts``).
 """
 
@@ -20,6 +21,7 @@ from repo_builder.report.records import (
     load_record,
     parse_record,
 )
+from repo_builder.report.tune_record import tune_document
 
 __all__ = [
     "BENCH_KIND",
@@ -34,5 +36,6 @@ __all__ = [
     "load_record",
     "parse_record",
     "render_page",
+    "tune_document",
     "write_report",
 ]

@@ -90,8 +90,12 @@ def namespace_ids(svg: str, chart_id: str) -> str:
     def named(name: str) -> str:
         return name if name.startswith(prefix) else prefix + name
 
-    svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{named(m.group(1))}"', svg)
-    return re.sub(r'(url\(#|href="#)([^")]+)', lambda m: m.group(1) + named(m.group(2)), svg)
+    def tag(match: re.Match[str]) -> str:
+        text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{named(m.group(1))}"', match.group(0))
+        return re.sub(r'(url\(#|href="#)([^")]+)', lambda m: m.group(1) + named(m.group(2)), text)
+
+    # Inside tags only: text nodes hold names from the repository (escaped, so never a "<").
+    return re.sub(r"<[^>]+>", tag, svg)
 
 
 def _style(index: int) -> dict[str, Any]:
@@ -106,15 +110,17 @@ def curve_chart(chart_id: str, curves: Sequence[Curve], *, xlabel: str, ylabel: 
     """Throughput against p99 latency (or any x/y): one series per curve, points labelled, the chosen
     point starred, the latency budget as a vertical line."""
     with _drawing(chart_id) as ax:
-        ax.margins(0.12)  # room for the point labels and the star at the edges
         for index, curve in enumerate(curves):
             _draw_curve(ax, chart_id, index, curve)
         if budget_ms is not None:
             ax.axvline(budget_ms, color="#555555", linestyle="--", linewidth=1.2, label=f"p99 budget {budget_ms:g} ms", gid=f"{chart_id}-budget")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
+        # From zero, with room above and right for the point labels and the star.
+        xs = [p.x for c in curves for p in c.points] + ([budget_ms] if budget_ms is not None else [])
+        ys = [p.y for c in curves for p in c.points]
+        ax.set_xlim(0, max([*xs, 1e-3]) * 1.15)
+        ax.set_ylim(0, max([*ys, 1e-3]) * 1.18)
         ax.legend(loc="best", fontsize=9)
         return _svg(ax, chart_id)
 

@@ -41,7 +41,7 @@ figcaption { font-size: .9rem; color: #333; margin-top: .3rem; }
 .notice { background: #fff4d6; border-left: 4px solid #E69F00; padding: .4rem .7rem; margin: .4rem 0; }
 table { border-collapse: collapse; width: 100%; font-size: .82rem; margin: .4rem 0 1rem; }
 th, td { border-bottom: 1px solid #ddd; padding: .25rem .45rem; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; } .num { text-align: right; font-variant-numeric: tabular-nums; }
 footer { color: #666; font-size: .8rem; margin-top: 2rem; }
 </style>
 </head>
@@ -61,8 +61,8 @@ footer { color: #666; font-size: .8rem; margin-top: 2rem; }
 {{ chart.svg }}
 <figcaption>{{ chart.caption }}</figcaption>
 </figure>{% endif %}
-<table data-chart="{{ chart.chart_id }}"><thead><tr>{% for h in chart.table.headers %}<th>{{ h }}</th>{% endfor %}</tr></thead>
-<tbody>{% for row in chart.table.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+<table data-chart="{{ chart.chart_id }}"><thead><tr>{% for h in chart.table.headers %}<th{% if loop.index0 in chart.table.numeric %} class="num"{% endif %}>{{ h }}</th>{% endfor %}</tr></thead>
+<tbody>{% for row in chart.table.rows %}<tr>{% for cell in row %}<td{% if loop.index0 in chart.table.numeric %} class="num"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
 {% else %}<tr><td colspan="{{ chart.table.headers|length }}">no rows</td></tr>{% endfor %}</tbody></table>
 </section>
 {% endfor %}<footer>Colours: the Okabe&ndash;Ito palette, which readers with colour-vision deficiencies can tell apart;
@@ -78,14 +78,14 @@ def render_page(page: Page) -> str:
     return env.from_string(TEMPLATE).render(page=replace(page, charts=charts))
 
 
-def check_output(out: Path, inputs: Sequence[Path] = ()) -> None:
+def check_output(out: Path, inputs: Sequence[Path] = (), *, option: str = "-o") -> None:
     """Refuse before any work when the page could not be written, or would overwrite an input."""
     if out.is_dir():
-        raise UserError(f"-o {out}: is a folder; name the HTML file to write, e.g. {out / 'report.html'}")
+        raise UserError(f"{option} {out}: is a folder; name the HTML file to write, e.g. {out / 'report.html'}")
     if not out.parent.is_dir():
-        raise UserError(f"-o {out}: folder {out.parent} does not exist; create it or write the page elsewhere")
+        raise UserError(f"{option} {out}: folder {out.parent} does not exist; create it or write the page elsewhere")
     if any(out.resolve() == p.resolve() for p in inputs):
-        raise UserError(f"-o {out}: is one of the result files read; write the page to another file")
+        raise UserError(f"{option} {out}: is one of the result files read; write the page to another file")
 
 
 def write_report(records: Sequence[Record], out: Path, *, budget_ms: float | None = None) -> Path:

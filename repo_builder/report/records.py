@@ -323,6 +323,8 @@ def load_record(path: Path, label: str | None = None) -> Record:
     """Read one result file; its label defaults to the file's name."""
     source = str(path)
     try:
+        if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
+            raise UserError(f"{source}: not a regular file; pass a file that bench --json or tune wrote")
         if path.stat().st_size > MAX_RECORD_BYTES:
             raise UserError(f"{source}: over {MAX_RECORD_BYTES >> 20} MiB; pass a file that bench --json or tune wrote")
         text = path.read_text(encoding="utf-8")

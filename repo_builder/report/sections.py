@@ -17,6 +17,7 @@ from repo_builder.report.records import BenchRecord, Level, ModelRun, Record, Ru
 class Table:
     headers: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+    numeric: frozenset[int] = frozenset()  # columns of figures, aligned right
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def throughput_chart(chart_id: str, records: Sequence[BenchRecord], budget_ms: f
     if not curves:
         notices.append("No request was answered in any run: there is no curve to draw.")
     headers = ("Run", "Model", "Concurrency", "Items/s", "p50 ms", "p90 ms", "p99 ms", "Errors", "Note")
-    return Chart(chart_id, "Throughput against p99 latency", caption, svg, len(curves), Table(headers, tuple(rows)), tuple(notices))
+    return Chart(chart_id, "Throughput against p99 latency", caption, svg, len(curves), Table(headers, tuple(rows), frozenset(range(2, 8))), tuple(notices))
 
 
 def _step_names(levels: Sequence[Level]) -> list[str]:
@@ -143,10 +144,12 @@ def _slowest_caption(levels: Sequence[Level]) -> str:
 def step_breakdown_chart(chart_id: str, record: BenchRecord, model: ModelRun, overlaid: bool) -> Chart:
     """One ensemble: per concurrency, each step's queue and compute time per request, stacked."""
     answered = [lv for lv in model.levels if lv.answered]
-    names = _step_names(answered)
-    bars, rows = [], []
-    for name in names:
+    bars, rows, idle = [], [], []
+    for name in _step_names(answered):
         found = [next((s for s in lv.steps[1:] if s.model == name), None) for lv in answered]
+        if not any(s and s.requests for s in found):  # a step no request reached has no time to stack
+            idle.append(name)
+            continue
         bars.append(StepBars(name, tuple(s.queue_ms if s else 0.0 for s in found), tuple(s.compute_ms if s else 0.0 for s in found)))
     for level in answered:
         for step in level.steps[1:]:
@@ -154,10 +157,11 @@ def step_breakdown_chart(chart_id: str, record: BenchRecord, model: ModelRun, ov
             rows.append((str(level.concurrency), step.model, str(step.requests), f"{step.mean_batch:.2f}", _ms(step.queue_ms), _ms(step.compute_ms), mark))
     title = f"Where the time goes: {_curve_name(record, model, overlaid)}"
     caption = "Time per request in each step of the ensemble (hatched: queued, solid: computing), at each concurrency. " + _slowest_caption(answered)
+    caption += f" Not called in this run: {', '.join(idle)}." if idle else ""
     notices = () if answered else (f"Every request to '{model.model}' failed: no step time to show.",)
     svg = step_chart(chart_id, [lv.concurrency for lv in answered], bars) if answered and bars else None
     headers = ("Concurrency", "Step", "Requests", "Mean batch", "Queue ms", "Compute ms", "")
-    return Chart(chart_id, title, caption, svg, len(bars) if svg else 0, Table(headers, tuple(rows)), notices)
+    return Chart(chart_id, title, caption, svg, len(bars) if svg else 0, Table(headers, tuple(rows), frozenset({0, 2, 3, 4, 5})), notices)
 
 
 def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
@@ -186,7 +190,7 @@ def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
     caption = f"Each configuration tune measured for '{record.model}'; the line joins the Pareto front (no other candidate has both more items/s and a lower p99), the star marks the winner.{budget}"
     svg = curve_chart(chart_id, curves, xlabel="p99 latency (ms)", ylabel="throughput (items/s)", budget_ms=record.p99_budget_ms) if curves else None
     headers = ("Candidate", "Knobs", "Items/s", "p99 ms", "Errors", "Pareto front", "")
-    return Chart(chart_id, f"Tune search: {record.label}", caption, svg, len(curves), Table(headers, rows), tuple(notices))
+    return Chart(chart_id, f"Tune search: {record.label}", caption, svg, len(curves), Table(headers, rows, frozenset({2, 3, 4})), tuple(notices))
 
 
 def build_page(records: Sequence[Record], budget_ms: float | None = None) -> Page:

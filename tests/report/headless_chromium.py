@@ -41,7 +41,7 @@ class _Pipe:
         self.next_id = 0
         self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
         self.next_id += 1
         message: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
         if session:
@@ -56,7 +56,7 @@ class _Pipe:
                 return answer.get("result", {})
             self.events.append(answer)
 
-    def wait_event(self, method: str, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_event(self, method: str, timeout: float = 60.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             for event in self.events:

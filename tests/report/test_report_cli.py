@@ -80,3 +80,15 @@ def test_report_refuses_when_budget_is_not_positive(tmp_path: Path, capsys: pyte
     a = write(tmp_path / "a.json", bench_doc())
     assert main(["report", str(a), "-o", str(tmp_path / "p.html"), "--p99-ms", "0"]) == 2  # click's usage error
     assert "--p99-ms" in capsys.readouterr().err and not (tmp_path / "p.html").exists()
+
+
+def test_report_names_the_extra_and_writes_nothing_when_matplotlib_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as on the light install: importing it fails
+    a = write(tmp_path / "a.json", bench_doc())
+    assert main(["report", str(a), "-o", str(tmp_path / "p.html")]) == 3
+    assert "repo-builder[report]" in one_line_error(capsys)
+    assert not (tmp_path / "p.html").exists()

@@ -28,7 +28,7 @@ def figures(html: str) -> dict[str, int]:
 def rows(html: str, chart: str) -> list[list[str]]:
     table = re.search(rf'<table data-chart="{chart}">(.*?)</table>', html, re.S)
     assert table is not None
-    return [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S) if "<td>" in row]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S) if "<td>" in row]
 
 
 def test_page_states_what_was_measured_when_bench_ran() -> None:
@@ -79,13 +79,14 @@ def test_page_names_failure_and_draws_the_rest_when_every_request_to_one_model_f
 
 
 def test_page_escapes_names_in_html_and_svg_when_model_is_called_script() -> None:
-    name = "<script>alert(1)</script>$x$"
+    name = "<script>alert(1)</script>$x$ url(#p1) id=\"y\""
     doc = bench_doc([{"model": name, "levels": [level(1, 10.0, 5.0, steps=("<img src=x onerror=alert(2)>",))]}])
     html = page_of(doc, labels=("<b>run</b>",))
     assert "<script" not in html.lower() and "<img" not in html.lower() and "<b>run" not in html
     svg_text = re.findall(r"<text[^>]*>(.*?)</text>", html, re.S)
-    assert any("&lt;script&gt;alert(1)&lt;/script&gt;$x$" in t for t in svg_text)  # legend: as typed, no mathtext
-    assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;$x$</td>" in html
+    shown = "&lt;script&gt;alert(1)&lt;/script&gt;$x$ url(#p1) id="
+    assert any(f'{shown}"y"' in t for t in svg_text)  # legend: as typed (no mathtext, ids left alone in text)
+    assert f">{shown}&#34;y&#34;</td>" in html
 
 
 def test_page_loads_nothing_when_opened() -> None:
@@ -108,3 +109,12 @@ def test_page_says_nothing_was_measured_when_every_candidate_failed() -> None:
     doc = tune_doc(candidates=[{"id": "c0", "knobs": {}, "items_per_s": 0, "p99_ms": 0, "errors": 3}], pareto_front=[], winner=None)
     html = page_of(doc)
     assert "No candidate was measured without errors" in html and "chose no winner" in html and "<svg" not in html
+
+
+def test_step_chart_leaves_out_and_names_step_when_no_request_reached_it() -> None:
+    doc = bench_doc()
+    for lv in doc["models"][0]["levels"]:
+        lv["steps"].append({**lv["steps"][1], "model": "fallback", "requests": 0, "queue_ms": 0.0, "compute_ms": 0.0})
+    html = page_of(doc)
+    assert figures(html)["chart-2"] == 2  # pre and net drawn; fallback has nothing to stack
+    assert "Not called in this run: fallback." in html

@@ -118,3 +118,28 @@ def test_parse_record_accepts_json_round_trip_when_written_by_bench_document(tmp
     assert bench_document(repo, [], settings={}, server_version="")["repository_digest"] == before
     (repo / "m" / "config.pbtxt").write_text('name: "m" ')
     assert bench_document(repo, [], settings={}, server_version="")["repository_digest"] != before
+
+
+def test_load_record_refuses_without_reading_when_path_is_a_fifo_or_device(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # reading it would block forever
+    link = tmp_path / "zero.json"
+    link.symlink_to("/dev/zero")
+    for path in (fifo, link):
+        with pytest.raises(UserError, match="not a regular file"):
+            load_record(path)
+
+
+def test_tune_document_computes_front_and_reads_back_when_tune_records_a_search(tmp_path: Path) -> None:
+    from repo_builder.report import tune_document
+
+    (tmp_path / "repo" / "m").mkdir(parents=True)
+    candidates = tune_doc()["candidates"]
+    doc = tune_document(tmp_path / "repo", "pipeline", candidates, winner="c2", p99_budget_ms=30.0, settings={"concurrency": 4}, server_version="2.51.0")
+    assert doc["pareto_front"] == ["c0", "c2", "c4"] and doc["objective"] == "p99-budget"
+    record = parse_record(json.loads(json.dumps(doc)), "t.json", "t")
+    assert isinstance(record, TuneRecord) and record.winner == "c2"
+    with pytest.raises(UserError, match=r"key 'candidates\[1\].p99_ms'"):
+        tune_document(tmp_path / "repo", "pipeline", [candidates[0], {**candidates[1], "p99_ms": "slow"}], winner=None, p99_budget_ms=None, settings={}, server_version="")
