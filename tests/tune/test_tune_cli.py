@@ -42,11 +42,13 @@ def _files(repo: Path) -> dict[str, bytes]:
 
 def test_tune_dry_run_writes_record_report_reads_and_leaves_repository_unchanged(built: Path, tmp_path: Path) -> None:
     before = _files(built)
-    record = tmp_path / "tune.json"
+    record, page = tmp_path / "tune.json", tmp_path / "tune.html"
     code = main(["tune", str(built), "--seconds", "0.5", "--warmup", "0.2", "--max-candidates", "3",
-                 "--confirm-rounds", "1", "--dry-run", "--json", str(record), "-q"])
+                 "--confirm-rounds", "1", "--dry-run", "--json", str(record), "--report", str(page), "-q"])
     assert code == 0
     assert _files(built) == before
+    html = page.read_text()
+    assert "Tune search:" in html and "Pareto front" in html and "<svg" in html
     doc = json.loads(record.read_text())
     parsed = parse_record(doc, str(record), "tune")
     assert isinstance(parsed, TuneRecord)
