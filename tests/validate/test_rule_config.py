@@ -15,7 +15,12 @@ from repo_builder.errors import UserError
 from repo_builder.validate.engine import validate_repository
 from repo_builder.validate.records import Severity, ValidateOptions
 from repo_builder.validate.reporters import render_report
-from repo_builder.validate.rule_config import RuleChoice, parse_selectors, read_config_file, resolve_rule_config
+from repo_builder.validate.rule_config import (
+    RuleChoice,
+    parse_selectors,
+    read_config_file,
+    resolve_rule_config,
+)
 from repo_builder.validate.suppress import apply_rule_config, inline_comments
 
 DUP_IO = """\
