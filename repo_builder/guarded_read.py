@@ -101,7 +101,9 @@ def _resolve(path: Path, root: Path, label: str) -> tuple[str, str]:
     relative = _inside(real, real_root)
     if relative is None:
         raise UnsafeFile(
-            f"{label} is a symlink that leaves the repository; not read (copy the file into the repository)", "outside"
+            f"{label} is a symlink that leaves the repository (or lies in a linked folder that does); not read "
+            "(copy the file into the repository)",
+            "outside",
         )
     return real_root, relative
 
