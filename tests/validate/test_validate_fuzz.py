@@ -55,6 +55,7 @@ HOSTILE_CHARS = [
     "\n", "\r", "\t", "\x07", "\x1b", "\x1b[31m", "\x1b]0;t\x07", "\x7f", "\x9b", "\u202e", "\u2066", "\u200f",
     "::", "::warning file=x::", "%", "%0A", ",", " ", "'", '"', "\\", "é", "名", "\U0001f600", "..", "-", "x",
 ]
+VERSION_NAMES = ("0", "01", "-1", "2", "99999999999999999999", "warmup", "configs", " 3", "1a", "\x1b[2J")
 KINDS = ("fifo", "socket", "device", "folder", "link_out", "link_zero", "link_loop", "link_dangling", "link_inside")
 
 PYTHON_CONFIG = """name: "{name}"
@@ -143,13 +144,23 @@ def mutate_text(data: st.DataObject, text: str) -> str:
     return text
 
 
+def _config_text(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.:-]", "", name) or "m"
+
+
 def write_model(data: st.DataObject, repo: Path, name: str, kind: str, member: str) -> list[str]:
     """One model folder; returns the paths (relative to ``repo``) validate reads for it."""
     folder = repo / name
     version = folder / "1"
     version.mkdir(parents=True, exist_ok=True)
+    for extra in data.draw(st.lists(st.sampled_from(VERSION_NAMES), max_size=2, unique=True)):
+        (folder / extra).mkdir(exist_ok=True)  # layout: ignored, reserved and overflowing version folders
     template = {"python": PYTHON_CONFIG, "onnx": ONNX_CONFIG, "plan": PLAN_CONFIG, "ensemble": ENSEMBLE_CONFIG}[kind]
-    config = mutate_text(data, template.format(name=name.replace('"', ""), member=member.replace('"', "")))
+    # Names reach the config only as valid text (a hostile name there makes most configs fail to parse, and
+    # then no deeper file is read); hostile text in configs comes from the mutations instead.
+    config = template.format(name=_config_text(name), member=_config_text(member))
+    if data.draw(st.booleans()):
+        config = mutate_text(data, config)
     (folder / "config.pbtxt").write_bytes(config.encode("utf-8", "surrogateescape"))
     reads = [f"{name}/config.pbtxt"]
     if kind == "python":
@@ -302,15 +313,22 @@ def run_validate(repo: Path, out: Path, scratch: Path) -> Run:
         argv = [STRACE, "-f", "-qq", "-y", "-e", "trace=open,openat,openat2,creat,mknod,mknodat,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat",
                 "-e", "status=successful", "-o", str(trace_file), *argv]
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=out, preexec_fn=_limits)
-    try:
-        stdout, stderr = proc.communicate(timeout=TIME_LIMIT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise AssertionError(f"validate did not finish in {TIME_LIMIT_S:.0f} s") from None
+    with open(out / "stdout", "wb") as so, open(out / "stderr", "wb") as se:
+        proc = subprocess.Popen(argv, stdout=so, stderr=se, env=env, cwd=out, preexec_fn=_limits)
+    # wait4: this child's own peak memory (RUSAGE_CHILDREN would count every earlier test's children too).
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - start > TIME_LIMIT_S:
+            proc.kill()
+            os.wait4(proc.pid, 0)
+            proc.returncode = -9
+            raise AssertionError(f"validate did not finish in {TIME_LIMIT_S:.0f} s")
+        time.sleep(0.05)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.monotonic() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # high-water mark of every child so far
+    stdout, stderr = (out / "stdout").read_bytes(), (out / "stderr").read_bytes()
     trace = trace_file.read_text(errors="replace") if trace_file.exists() else ""
     return Run(proc.returncode, stdout, stderr, seconds, usage.ru_maxrss * 1024, trace)
 
