@@ -169,7 +169,7 @@ def write_model(data: st.DataObject, repo: Path, name: str, kind: str, member: s
                 "no_class": "x = 1\n"}[source]
         (version / "model.py").write_bytes(text.encode("utf-8", "surrogateescape"))
         (version / "labels.txt").write_text("a\nb\x1b[2J\n")
-        (folder / "warmup").mkdir()
+        (folder / "warmup").mkdir(exist_ok=True)
         (folder / "warmup" / "w.bin").write_bytes(b"\0" * 16)
         reads += [f"{name}/1/model.py", f"{name}/1/labels.txt", f"{name}/labels.txt", f"{name}/warmup/w.bin"]
     elif kind == "onnx":
