@@ -126,7 +126,10 @@ def _open_beneath(real_root: str, relative: str, label: str) -> int:
             child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = child
-        _refuse_kind(os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode, label)  # before any open
+        mode = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode  # before any open
+        if stat.S_ISLNK(mode):  # realpath resolved every link: this one was swapped in since
+            raise UnsafeFile(f"{label} changed into a symlink while being read; not read", "outside")
+        _refuse_kind(mode, label)
         return os.open(parts[-1], _FLAGS, dir_fd=fd)
     finally:
         os.close(fd)

@@ -218,21 +218,29 @@ def test_reader_refuses_before_reading_when_the_file_is_over_its_kind_limit(root
     assert read_repository_file(root / "m" / "big", root, PLAN_HEADER) == b"x" * 28
 
 
-def test_reader_never_follows_a_link_swapped_in_after_the_check(root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("swapped", ["file", "folder"])
+def test_reader_never_follows_a_link_swapped_in_after_the_check(
+    root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, swapped: str
+) -> None:
     # The check resolves the path; the open walks it with O_NOFOLLOW: a swap in between is refused.
     real_resolve = guarded_read._resolve
     path = root / "m" / "config.pbtxt"
+    (outside.parent / "config.pbtxt").write_text("ghp_SECRET\n")
 
     def swap_after_check(*args: object) -> tuple[str, str]:
         result = real_resolve(*args)
-        path.unlink()
-        path.symlink_to(outside)
+        if swapped == "file":
+            path.unlink()
+            path.symlink_to(outside)
+        else:
+            (root / "m").rename(root / "m_old")
+            (root / "m").symlink_to(outside.parent)
         return result
 
     monkeypatch.setattr(guarded_read, "_resolve", swap_after_check)
     with pytest.raises(UnsafeFile) as caught:
         read_repository_file(path, root, CONFIG)
-    assert caught.value.reason in ("outside", "special")
+    assert caught.value.reason == "outside" and "ghp_SECRET" not in str(caught.value)
 
 
 def test_open_repository_file_gives_a_descriptor_when_the_file_is_inside(root: Path) -> None:
