@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.guarded_read import SETTINGS, UnsafeFile, loads_json, read_repository_file
 
 
 def sha256_file(path: Path) -> str:
@@ -55,12 +56,22 @@ def write_json_atomic(path: Path, data: Any, *, sort_keys: bool = False) -> None
 
 
 def read_json_format(path: Path, version: int) -> dict[str, Any]:
-    """A JSON object whose ``"format"`` is ``version``.
+    """A JSON object whose ``"format"`` is ``version``, read through the guarded reader (a regular file in
+    its folder, bounded, nested at most ``guarded_read.MAX_JSON_DEPTH`` deep: recipes and sidecars sit in
+    repositories).
 
-    Raises OSError when unreadable and ValueError when not JSON, not an object or another format; callers
-    turn both into their own one-line UserError naming the file and how to rebuild it.
+    Raises OSError when unreadable (FileNotFoundError when missing) and ValueError when not JSON, not an
+    object, another format or not a regular file; callers turn both into their own one-line UserError
+    naming the file and how to rebuild it.
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    path = Path(path)
+    try:
+        raw = read_repository_file(path, path.parent, SETTINGS)
+    except UnsafeFile as exc:
+        if exc.reason == "missing":
+            raise FileNotFoundError(str(exc)) from None
+        raise ValueError(str(exc)) from None
+    data = loads_json(raw, path.name)
     if not isinstance(data, dict) or data.get("format") != version:
         found = data.get("format") if isinstance(data, dict) else None
         raise ValueError(f"unsupported format {found!r}")

@@ -20,9 +20,7 @@ included, -1 where dynamic.
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +30,8 @@ from typing import Any
 from repo_builder import dtypes
 from repo_builder.compile_recipe import profile_from_json, profile_to_json
 from repo_builder.errors import UserError
-from repo_builder.fsutil import read_json_format, write_text_atomic
+from repo_builder.fsutil import write_text_atomic
+from repo_builder.guarded_read import PLAN, PLAN_HEADER, SIDECAR, UnsafeFile, loads_json, read_repository_file
 from repo_builder.spec import Profile
 
 SIDECAR_FILE = "plan.json"
@@ -81,14 +80,12 @@ def header_tensorrt_version(header: bytes) -> str | None:
     return f"{major}.{minor}.{patch}.{build}" if major else None
 
 
-def read_plan_header_version(path: Path) -> str | None:
-    """``header_tensorrt_version`` of a plan file; None when it is unreadable or says nothing we know."""
+def read_plan_header_version(path: Path, root: Path | None = None) -> str | None:
+    """``header_tensorrt_version`` of a plan file inside ``root`` (default: its folder), read through the
+    guarded reader (28 bytes, regular files only); None when it is unreadable or says nothing we know."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None  # a FIFO or device would block or never end: read regular files only
-        with open(path, "rb") as f:
-            return header_tensorrt_version(f.read(_HEADER_BYTES))
-    except OSError:
+        return header_tensorrt_version(read_repository_file(path, root if root is not None else path.parent, PLAN_HEADER))
+    except UnsafeFile:
         return None
 
 
@@ -170,16 +167,31 @@ class PlanInfo:
         )
 
 
-def read_sidecar(path: Path) -> dict[str, PlanInfo]:
-    """Plans described by a ``plan.json`` (or the one in a folder). A bad file is a one-line UserError."""
-    if path.is_dir():
+def read_sidecar(path: Path, root: Path | None = None) -> dict[str, PlanInfo]:
+    """Plans described by a ``plan.json`` (or the one in a folder). A bad file is a one-line UserError.
+
+    Read through the guarded reader: a regular file inside ``root`` (default: its own folder), at most
+    16 MiB, JSON nested at most 64 deep; a link out of ``root`` is refused and never opened.
+    """
+    if root is None and path.is_dir():
         path = path / SIDECAR_FILE
     try:
-        data = read_json_format(path, SIDECAR_FORMAT)
-        return {name: PlanInfo.from_json(name, entry) for name, entry in data["plans"].items()}
-    except FileNotFoundError:
-        raise UserError(f"{path}: no {SIDECAR_FILE}; rebuild the plan with 'repo-builder compile'") from None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError) as exc:
+        raw = read_repository_file(path, root if root is not None else path.parent, SIDECAR, SIDECAR_FILE)
+    except UnsafeFile as exc:
+        if exc.reason == "missing":
+            raise UserError(f"{path}: no {SIDECAR_FILE}; rebuild the plan with 'repo-builder compile'") from None
+        raise UserError(f"{path}: {exc}") from None
+    return parse_sidecar(raw, path)
+
+
+def parse_sidecar(raw: bytes, path: Path) -> dict[str, PlanInfo]:
+    """The plans of a ``plan.json``'s bytes; a one-line UserError naming ``path`` when they are not valid."""
+    try:
+        data = loads_json(raw, SIDECAR_FILE)
+        if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+            raise ValueError(f"unsupported format {data.get('format') if isinstance(data, dict) else None!r}")
+        return {str(name): PlanInfo.from_json(str(name), entry) for name, entry in data["plans"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError) as exc:
         raise UserError(f"{path}: not a valid {SIDECAR_FILE} ({exc}); rebuild the plan with 'repo-builder compile'") from None
 
 
@@ -263,12 +275,17 @@ def describe_engine(engine: Any, trt: Any) -> EngineDescription:
     return EngineDescription(str(trt.__version__), tuple(profiles), tuple(inputs), tuple(outputs))
 
 
-def read_engine(plan_path: Path) -> EngineDescription:
-    """Deserialize a plan on this machine's GPU and describe it (the validator's ground truth)."""
+def read_engine(plan_path: Path, root: Path | None = None) -> EngineDescription:
+    """Deserialize a plan inside ``root`` (default: its folder) on this machine's GPU and describe it (the
+    validator's ground truth). The plan is read through the guarded reader (regular file, at most 4 GiB)."""
+    try:
+        data = read_repository_file(plan_path, root if root is not None else plan_path.parent, PLAN)
+    except UnsafeFile as exc:
+        raise UserError(f"{plan_path}: {exc}") from None
     import tensorrt as trt  # heavy optional dependency (the 'tensorrt' extra), GPU machines only
 
     logger = trt.Logger(trt.Logger.ERROR)
-    engine = trt.Runtime(logger).deserialize_cuda_engine(plan_path.read_bytes())
+    engine = trt.Runtime(logger).deserialize_cuda_engine(data)
     if engine is None:
         raise UserError(
             f"{plan_path}: TensorRT {trt.__version__} cannot deserialize this plan "

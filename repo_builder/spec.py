@@ -13,6 +13,7 @@ from typing import Any
 
 from repo_builder import dtypes
 from repo_builder.errors import UserError
+from repo_builder.guarded_read import SETTINGS, UnsafeFile, loads_json, read_repository_file
 
 SIGNATURE_FILE = "signature.json"
 SIGNATURE_FORMAT = 1
@@ -141,6 +142,16 @@ class Signature:
         )
 
 
+def _read_signature_bytes(path: Path) -> bytes:
+    # The guarded reader: an export folder may come from anywhere (a regular file in its folder, bounded).
+    try:
+        return read_repository_file(path, path.parent, SETTINGS, SIGNATURE_FILE)
+    except UnsafeFile as exc:
+        if exc.reason == "missing":
+            raise FileNotFoundError(str(exc)) from None
+        raise ValueError(str(exc)) from None
+
+
 def read_signature(path: Path) -> Signature:
     """Read ``signature.json`` (or the one beside an ONNX file); a bad file is a one-line UserError."""
     # Given a model file (model.onnx, model.source.onnx ...) or an export folder, read the one beside it.
@@ -149,7 +160,9 @@ def read_signature(path: Path) -> Signature:
     elif path.suffix != ".json":
         path = path.with_name(SIGNATURE_FILE)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(_read_signature_bytes(path), SIGNATURE_FILE)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
         if data.get("format") != SIGNATURE_FORMAT:
             raise ValueError(f"unsupported format {data.get('format')!r}, expected {SIGNATURE_FORMAT}")
         return Signature.from_json(data)

@@ -13,6 +13,7 @@ import click
 from repo_builder import __version__
 from repo_builder.errors import EXIT_INTERNAL, RepoBuilderError
 from repo_builder.signals import interrupt_on_termination
+from repo_builder.validate.reporters.formatting import clean, indented
 
 # command name -> module under repo_builder.cli defining a click command called ``command``
 COMMANDS: dict[str, str] = {
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     except RepoBuilderError as exc:
         if exc.exit_code == EXIT_INTERNAL:
             return _internal(exc, args)
-        click.echo(f"error: {exc}", err=True)
+        # File names and content in messages may hold control characters: shown escaped, never raw.
+        click.echo(f"error: {indented(clean(str(exc), newlines=True), '  ')}", err=True)
         return exc.exit_code
     except click.exceptions.Abort as exc:
         # click turns Ctrl-C (and SIGTERM, through signals.py) into Abort: say what happened.

@@ -39,6 +39,7 @@ from repo_builder.fsutil import (
     write_json_atomic,
     write_text_atomic,
 )
+from repo_builder.guarded_read import CONFIG, UnsafeFile, read_repository_file
 from repo_builder.plan_format import (
     DEFAULT_PLAN,
     PER_CAPABILITY_PLAN,
@@ -236,10 +237,12 @@ def _stderr(message: str) -> None:
 
 def _read_config(config_path: Path) -> tuple[str, Any]:
     try:
-        text = config_path.read_text(encoding="utf-8")
+        text = read_repository_file(config_path, config_path.parent, CONFIG).decode("utf-8")
         config = model_config_pb2.ModelConfig()
         text_format.Parse(text, config)
-    except FileNotFoundError:
+    except UnsafeFile as exc:
+        if exc.reason != "missing":
+            raise UserError(f"{config_path}: {exc}; fix it before compiling") from None
         raise UserError(f"{config_path}: missing; the pending plan's model needs a config") from None
     except (OSError, UnicodeDecodeError, text_format.ParseError) as exc:
         raise UserError(f"{config_path}: cannot be read or parsed ({exc}); fix it before compiling") from None

@@ -5,7 +5,6 @@ Triton treats only subfolders as models, so a file at the root is invisible to i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 from repo_builder import __version__
 from repo_builder.compat import UTC
 from repo_builder.fsutil import sha256_file, write_json_atomic
+from repo_builder.guarded_read import MANIFEST, UnsafeFile, loads_json, read_repository_file
 from repo_builder.triton_layout import CONFIG_FILE
 
 MANIFEST_FILE = "repo-builder.json"
@@ -23,8 +23,8 @@ MANIFEST_FORMAT = 1
 def read_manifest(out: Path) -> dict[str, Any]:
     """The current manifest, or an empty one when it is missing or unreadable (it is rewritten whole)."""
     try:
-        data = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = loads_json(read_repository_file(out / MANIFEST_FILE, out, MANIFEST), MANIFEST_FILE)
+    except (UnsafeFile, ValueError):
         return {"format": MANIFEST_FORMAT, "models": {}}
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         return {"format": MANIFEST_FORMAT, "models": {}}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from repo_builder.validate.analysis.autocomplete import backend_fills_io, io_autocompleted
 from repo_builder.validate.analysis.ensemble_graph import lookup, member_names, members_ok, memo, steps
+from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import TYPE_INVALID, WILDCARD
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext, Severity
@@ -51,8 +52,8 @@ def _consistency(existing: _TensorNode, new: _TensorNode, prefix: str) -> str | 
 
     if existing.dtype != new.dtype:
         return (
-            f"{prefix}inconsistent data type: {pb.DataType.Name(existing.dtype)} is inferred from model "
-            f"{existing.model} while {pb.DataType.Name(new.dtype)} is inferred from model {new.model}"
+            f"{prefix}inconsistent data type: {enum_name(pb.DataType, existing.dtype)} is inferred from model "
+            f"{existing.model} while {enum_name(pb.DataType, new.dtype)} is inferred from model {new.model}"
         )
     if not _dims_match(existing.dims, new.dims) and not _dims_match(existing.full_dims, new.full_dims):
         return (

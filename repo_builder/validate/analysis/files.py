@@ -11,9 +11,9 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from repo_builder.guarded_read import FileKind, UnsafeFile, read_repository_file
 
-class UnsafeFile(Exception):
-    """A file validate refuses to read; the message names the file, never anything of a link's target."""
+__all__ = ["UnsafeFile", "read_bounded", "regular_file_size", "relative_inside", "resolves_inside"]
 
 
 def resolves_inside(path: Path, root: Path) -> bool:
@@ -25,33 +25,10 @@ def resolves_inside(path: Path, root: Path) -> bool:
 
 
 def read_bounded(path: Path, root: Path, limit: int, what: str | None = None) -> bytes:
-    """The bytes of ``path``, which must be a regular file inside ``root`` of at most ``limit`` bytes.
-
-    Raises ``UnsafeFile`` otherwise. The file is opened non-blocking and checked with ``fstat`` on the
-    open descriptor, so a FIFO swapped in after a check cannot block the read.
-    """
+    """The bytes of ``path``, a regular file inside ``root`` of at most ``limit`` bytes, through the one
+    guarded reader (``repo_builder.guarded_read``); raises ``UnsafeFile`` otherwise."""
     label = what or path.name
-    if not resolves_inside(path, root):
-        raise UnsafeFile(f"{label} is a symlink that leaves the repository (or is broken); not read")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}") from exc
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise UnsafeFile(f"{label} is a folder, not a file")
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeFile(f"{label} is not a regular file (a pipe or a device?); not read")
-        if st.st_size > limit:
-            raise UnsafeFile(f"{label} is {st.st_size} bytes, over the {limit}-byte limit; not read")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:  # grew while being read
-        raise UnsafeFile(f"{label} is over the {limit}-byte limit; not read")
-    return data
+    return read_repository_file(path, root, FileKind(label, limit), label)
 
 
 def regular_file_size(path: Path, root: Path) -> int | None:

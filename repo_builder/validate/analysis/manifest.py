@@ -8,11 +8,12 @@ a server loads it.
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from repo_builder.guarded_read import HASHED, loads_json, open_repository_file
 from repo_builder.validate.analysis.files import UnsafeFile, read_bounded, regular_file_size, relative_inside
 from repo_builder.validate.records import ModelEntry, Repository, RuleContext
 
@@ -33,11 +34,9 @@ def read_manifest(repository: Repository) -> dict | str | None:
     if not any(f.name == MANIFEST_FILE for f in repository.files):
         return None
     try:
-        data = json.loads(read_bounded(repository.root / MANIFEST_FILE, repository.root, MAX_MANIFEST_BYTES))
-    except UnsafeFile as exc:
+        data = loads_json(read_bounded(repository.root / MANIFEST_FILE, repository.root, MAX_MANIFEST_BYTES), MANIFEST_FILE)
+    except (UnsafeFile, ValueError) as exc:  # loads_json: one line naming the file (not JSON, nested too deep)
         return str(exc)
-    except ValueError as exc:
-        return f"{MANIFEST_FILE} is not JSON: {exc}"
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         return f"{MANIFEST_FILE} has no 'models' object"
     return data
@@ -73,10 +72,10 @@ def file_sha256(path: Path, root: Path) -> str | None:
         return None
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
+        with open_repository_file(path, root, HASHED) as (fd, _):
+            while chunk := os.read(fd, 1 << 20):
                 digest.update(chunk)
-    except OSError:
+    except (UnsafeFile, OSError):
         return None
     return digest.hexdigest()
 

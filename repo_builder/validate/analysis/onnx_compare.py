@@ -9,6 +9,7 @@ import os
 from typing import Any, NamedTuple
 
 from repo_builder.dtypes import _BY_ONNX_ID
+from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.onnx_graph import OnnxSignature, OnnxTensor
 from repo_builder.validate.records import Severity
 
@@ -33,7 +34,7 @@ def _triton_type(elem_type: int | None) -> str:
 
 
 def _config_type(io: Any) -> str:
-    return io.DESCRIPTOR.fields_by_name["data_type"].enum_type.values_by_number[io.data_type].name
+    return enum_name(io.DESCRIPTOR.fields_by_name["data_type"].enum_type, io.data_type)
 
 
 class OnnxProblem(NamedTuple):
@@ -96,7 +97,7 @@ def _sequence_inputs(config: Any) -> int:
     if not config.HasField("sequence_batching"):
         return 0
     seq = config.sequence_batching
-    names = {seq.Control.Kind.Name(c.kind) for ci in seq.control_input for c in ci.control}
+    names = {enum_name(seq.Control.Kind, c.kind) for ci in seq.control_input for c in ci.control}
     return sum(1 for kind in _SEQUENCE_CONTROLS if kind in names) + len(seq.state)
 
 

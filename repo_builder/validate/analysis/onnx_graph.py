@@ -6,11 +6,12 @@ The file is mapped and walked field by field, so initializers (and their raw dat
 
 from __future__ import annotations
 
-import stat
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from repo_builder.guarded_read import ONNX, UnsafeFile, open_repository_file
 from repo_builder.validate.scan import import_pb2
 
 
@@ -161,41 +162,38 @@ def parse_onnx_signature(buf: Any) -> OnnxSignature:
 _CACHE: dict[tuple[str, int, int], OnnxSignature | OnnxReadError] = {}
 
 
-def read_onnx_signature(path: Path) -> OnnxSignature:
-    """Read (once per process and file version) an ONNX file's IO. Raises ``OnnxReadError``."""
+def read_onnx_signature(path: Path, root: Path | None = None) -> OnnxSignature:
+    """Read (once per process and file version) the IO of an ONNX file inside ``root`` (default: its
+    folder), opened through the guarded reader. Raises ``OnnxReadError``."""
     try:
-        st = path.stat()
-    except OSError as exc:
-        raise OnnxReadError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
-    if not stat.S_ISREG(st.st_mode):  # a pipe would block the read, a device never end
-        raise OnnxReadError(f"{path.name} is not a regular file")
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    cached = _CACHE.get(key)
-    if cached is None:
-        try:
-            cached = _read(path, st.st_size)
-        except OnnxReadError as exc:
-            cached = exc
-        if len(_CACHE) > 4096:
-            _CACHE.clear()
-        _CACHE[key] = cached
+        with open_repository_file(path, root if root is not None else path.parent, ONNX) as (fd, size):
+            st = os.fstat(fd)
+            key = (str(path), size, st.st_mtime_ns)
+            cached = _CACHE.get(key)
+            if cached is None:
+                try:
+                    cached = _read(fd, size, path.name)
+                except OnnxReadError as exc:
+                    cached = exc
+                if len(_CACHE) > 4096:
+                    _CACHE.clear()
+                _CACHE[key] = cached
+    except UnsafeFile as exc:
+        raise OnnxReadError(str(exc)) from None
     if isinstance(cached, OnnxReadError):
         raise cached
     return cached
 
 
-def _read(path: Path, size: int) -> OnnxSignature:
+def _read(fd: int, size: int, name: str) -> OnnxSignature:
     try:
-        with open(path, "rb") as fh:
-            if size < 1 << 20:
-                return parse_onnx_signature(fh.read())
-            import mmap
+        if size < 1 << 20:
+            return parse_onnx_signature(os.pread(fd, size, 0))
+        import mmap
 
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return parse_onnx_signature(mapped)
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
+            return parse_onnx_signature(mapped)
     except OSError as exc:
-        raise OnnxReadError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
-    except RecursionError as exc:
+        raise OnnxReadError(f"cannot read {name}: {exc.strerror or exc}") from exc
+    except (RecursionError, MemoryError) as exc:
         raise OnnxReadError("not an ONNX model (nesting too deep)") from exc
-
-

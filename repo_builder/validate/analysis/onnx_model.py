@@ -78,7 +78,7 @@ def read_version_signature(path: Path, model: ModelEntry, filename: str) -> Onnx
     if not resolves_inside(path, model.path):
         return OnnxProblem("RB601", f"{filename} leaves the model folder; not read", "copy the file into the model folder")
     try:
-        return read_onnx_signature(path)
+        return read_onnx_signature(path, model.path)
     except OnnxReadError as exc:
         return OnnxProblem("RB601", f"cannot load {filename}: {exc}", "re-export the model; the file is damaged or not ONNX")
 

@@ -8,6 +8,10 @@ from functools import lru_cache
 from repo_builder.validate.records import Severity
 
 PythonProblem = tuple[str, int | None, int | None, Severity]  # message, line, column, severity
+TOO_DEEP = (
+    "{filename} is nested too deeply for validate to parse; its checks (class TritonPythonModel, "
+    "method execute) were skipped, not passed: Triton's stub may fail to import it as well"
+)
 
 
 def _nested_blocks(node: ast.stmt) -> list[list[ast.stmt]]:
@@ -71,6 +75,8 @@ def _check_python_source(source: bytes, filename: str) -> list[PythonProblem]:
         return [(f"{filename} does not parse: {exc.msg}", exc.lineno, exc.offset, Severity.ERROR)]
     except (ValueError, UnicodeDecodeError) as exc:  # null bytes, undecodable text
         return [(f"{filename} is not Python source: {exc}", None, None, Severity.ERROR)]
+    except (RecursionError, MemoryError):  # one expression nested thousands deep: CPython's parser gives up
+        return [(TOO_DEEP.format(filename=filename), None, None, Severity.WARNING)]
     names, classes, star = top_level_names(tree.body)
     if "TritonPythonModel" not in names:
         if star:
@@ -118,8 +124,8 @@ def python_defines_autocomplete(source: bytes) -> bool:
     """
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, UnicodeDecodeError):
-        return True  # RB407 refuses the file; no answer here
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return True  # RB407 refuses the file or says it was not analysed; no answer here
     _, classes, _ = top_level_names(tree.body)
     cls = classes.get("TritonPythonModel")
     if cls is None or cls.bases or cls.keywords or cls.decorator_list:

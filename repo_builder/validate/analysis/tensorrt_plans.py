@@ -91,9 +91,10 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 @lru_cache(maxsize=256)
-def _sidecar(path: str, stamp: tuple[int, int] | None) -> tuple[dict[str, PlanInfo] | None, str | None]:
+def _sidecar(path: str, root: str, stamp: tuple[int, int] | None) -> tuple[dict[str, PlanInfo] | None, str | None]:
+    # The guarded reader: a link out of the repository, a FIFO or /dev/zero is a problem, never opened.
     try:
-        return read_sidecar(Path(path)), None
+        return read_sidecar(Path(path), Path(root)), None
     except UserError as exc:
         return None, str(exc)
 
@@ -101,7 +102,7 @@ def _sidecar(path: str, stamp: tuple[int, int] | None) -> tuple[dict[str, PlanIn
 @lru_cache(maxsize=64)
 def _engine(path: str, stamp: tuple[int, int] | None, capability: str) -> tuple[PlanInfo | None, str | None]:
     try:
-        d = read_engine(Path(path))
+        d = read_engine(Path(path))  # guarded: a regular file, never a link out of its folder
     except UserError as exc:
         return None, str(exc)
     # It deserialized on this GPU, so this GPU's capability is the one it was built for.
@@ -128,7 +129,7 @@ def _describe(v: VersionDir, name: str, plans: dict[str, PlanInfo] | None, probl
     info = plans.get(name) if plans else None
     if info is not None or problem:
         return PlanFacts(v, name, info, problem)
-    header = read_plan_header_version(path)
+    header = read_plan_header_version(path, v.path.parent.parent)
     return PlanFacts(v, name, None, None, "header" if header else "none", header)
 
 
@@ -139,7 +140,7 @@ def _plan_facts(model: ModelEntry, capabilities: frozenset[str]) -> tuple[PlanFa
         plans, problem = (None, None)
         if v.has(SIDECAR_FILE):
             sidecar_path = v.path / SIDECAR_FILE
-            plans, problem = _sidecar(str(sidecar_path), _stamp(sidecar_path))
+            plans, problem = _sidecar(str(sidecar_path), str(model.path.parent), _stamp(sidecar_path))
         out += [_describe(v, name, plans, problem, on_gpu) for name in plan_names(model) if v.has(name)]
     return tuple(out)
 

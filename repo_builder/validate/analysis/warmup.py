@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from repo_builder import dtypes
+from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.shapes import TYPE_INVALID, WILDCARD, dims_text
 
 WARMUP_FOLDER = "warmup"
@@ -41,7 +42,7 @@ def _protocol_name(data_type: int) -> str:
     """Core's DataTypeToProtocolString (``TYPE_STRING`` -> ``BYTES``)."""
     from tritonclient.grpc import model_config_pb2 as pb  # deferred package: only the protobuf classes
 
-    name = pb.DataType.Name(data_type)
+    name = enum_name(pb.DataType, data_type)
     return next((d.wire for d in dtypes.DTYPES if d.triton == name), name.removeprefix("TYPE_"))
 
 

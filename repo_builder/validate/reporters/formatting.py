@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -31,8 +33,25 @@ class RenderSettings:
     workspace: str | None = None  # github/sarif: paths relative to this folder (default: $GITHUB_WORKSPACE)
 
 
-def clean(text: str | None) -> str:
-    """Printable text: undecodable bytes in names (surrogate escapes) become ``\\xNN``."""
+# What a human-facing format never prints raw (issue 28 item 3, issue 20 item 2): C0 controls (NUL, CR,
+# BEL, ESC ...), DEL, C1 controls (U+0080-U+009F: 8-bit CSI and friends), the bidirectional marks,
+# embeddings, overrides and isolates (U+202E reorders the shown name), and the Unicode line/paragraph
+# separators. Newline and tab are kept only in content printed as a block (``newlines=True``).
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_ESCAPED_NAME = re.compile(f"[\t\n{_UNSAFE}]")
+_ESCAPED_BLOCK = re.compile(f"[{_UNSAFE}]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def exact(text: str | None) -> str:
+    """Text for machine formats (JSON, SARIF, JUnit): the exact characters, only undecodable bytes in
+    names (surrogate escapes) become ``\\xNN`` so the text can be encoded at all."""
     if text is None:
         return ""
     try:
@@ -40,6 +59,28 @@ def clean(text: str | None) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def clean(text: str | None, *, newlines: bool = False) -> str:
+    """The one escaping function of every human-facing format (text, github, one-line diagnostics, CLI
+    errors), for names and file content alike, whether the output is a terminal or not.
+
+    Control characters, DEL, C1 controls, bidi overrides and NUL are shown visibly (``\\n``, ``\\x1b``,
+    ``\\u202e``), undecodable bytes as ``\\xNN``. With ``newlines`` (a message printed as an indented
+    block) newline and tab stay; callers indent the lines that follow, so no line can start with ``::``.
+    """
+    return (_ESCAPED_BLOCK if newlines else _ESCAPED_NAME).sub(_visible, exact(text))
+
+
+def line_start(text: str) -> str:
+    """``text`` made safe as the start of an output line: GitHub runners execute any stdout line that starts
+    with ``::`` as a workflow command, so a leading colon is shown as ``\\x3a``."""
+    return "\\x3a" + text[1:] if text.startswith(":") else text
+
+
+def indented(text: str, indent: str) -> str:
+    """A block message with every line after the first indented like the first (never at column 0)."""
+    return text.replace("\n", "\n" + indent)
 
 
 def location(report: Report) -> str:
@@ -65,15 +106,44 @@ def format_diagnostic(d: Diagnostic) -> str:
 
 
 def _one_line(text: str | None) -> str:
-    return " ".join(clean(text).split())
+    return " ".join(clean(text, newlines=True).split())
 
 
 def format_diagnostic_block(d: Diagnostic, severity: str | None = None) -> list[str]:
     """The indented multi-line form the text report uses under each model's status line."""
-    lines = [f"  {severity or f'{d.severity.value:<7}'} {d.code} {d.rule}  {where(d)}", f"          {clean(d.message)}"]
+    pad = " " * 10
+    lines = [
+        f"  {severity or f'{d.severity.value:<7}'} {d.code} {d.rule}  {where(d)}",
+        pad + indented(clean(d.message, newlines=True), pad),
+    ]
     if d.hint:
-        lines.append(f"          hint: {clean(d.hint)}")
+        lines.append(f"{pad}hint: {indented(clean(d.hint, newlines=True), pad + '      ')}")
     return lines
+
+
+# Human formats print at most this many findings of one rule per model; the rest are counted (JSON, SARIF
+# and JUnit keep every finding). A repository with 100,000 findings stays readable and fast to print.
+MAX_SHOWN_PER_RULE = 20
+
+
+def capped(ds: list[Diagnostic], cap: int = MAX_SHOWN_PER_RULE) -> tuple[list[Diagnostic], dict[str, int]]:
+    """The diagnostics a human format prints (the first ``cap`` of each rule code, in order) and how many
+    of each code it leaves out; linear in the number of diagnostics."""
+    seen: dict[str, int] = {}
+    shown: list[Diagnostic] = []
+    hidden: dict[str, int] = {}
+    for d in ds:
+        seen[d.code] = seen.get(d.code, 0) + 1
+        if seen[d.code] <= cap:
+            shown.append(d)
+        else:
+            hidden[d.code] = hidden.get(d.code, 0) + 1
+    return shown, hidden
+
+
+def hidden_line(code: str, count: int, model: str | None) -> str:
+    where = f" for {clean(model)}" if model else ""
+    return f"... and {count:,} more {code} finding(s){where} not shown (--format json lists every finding)"
 
 
 def failing_levels(fail_on: Severity) -> tuple[Severity, ...]:
@@ -157,13 +227,13 @@ def grouped(report: Report) -> list[tuple[str, ModelSummary | None, list[Diagnos
     return groups
 
 
-def workspace_path(report: Report, d: Diagnostic, workspace: str | None) -> str:
+def workspace_path(report: Report, d: Diagnostic, workspace: str | None, text: Callable[[str | None], str] = clean) -> str:
     """The diagnostic's file as CI services want it: relative to ``workspace`` (the checkout root,
     ``$GITHUB_WORKSPACE`` by default) when the repository lies inside it, else to the working directory;
-    an object store URL stays a URL."""
+    an object store URL stays a URL. ``text`` is ``clean`` for people, ``exact`` for machine formats."""
     root = report.repository.location or str(report.repository.root)
     if "://" in root:
-        return f"{root.rstrip('/')}/{clean(d.path)}"
+        return text(f"{root.rstrip('/')}/{d.path}")
     path = Path(root, d.path).absolute()
     base = workspace if workspace is not None else os.environ.get("GITHUB_WORKSPACE") or None
     for folder in (base, os.getcwd()):
@@ -174,5 +244,5 @@ def workspace_path(report: Report, d: Diagnostic, workspace: str | None) -> str:
         except ValueError:  # another drive on Windows
             continue
         if not relative.startswith(os.pardir) or folder != base:
-            return clean(relative.replace(os.sep, "/"))
-    return clean(str(path))
+            return text(relative.replace(os.sep, "/"))
+    return text(str(path))

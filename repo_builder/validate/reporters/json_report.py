@@ -12,7 +12,7 @@ from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.report import ModelSummary, Report
 from repo_builder.validate.reporters.formatting import (
     RenderSettings,
-    clean,
+    exact,
     live_json,
     location,
     target_text,
@@ -36,11 +36,11 @@ def _diagnostic_json(d: Diagnostic) -> dict[str, Any]:
         "code": d.code,
         "rule": d.rule,
         "severity": d.severity.value,
-        "model": clean(d.model) if d.model is not None else None,
+        "model": exact(d.model) if d.model is not None else None,
         "version": d.version,
-        "path": clean(d.path),
-        "message": clean(d.message),
-        "hint": clean(d.hint) if d.hint is not None else None,
+        "path": exact(d.path),
+        "message": exact(d.message),
+        "hint": exact(d.hint) if d.hint is not None else None,
         "line": d.line,
         "column": d.column,
     }
@@ -52,10 +52,10 @@ def _diagnostic_json(d: Diagnostic) -> dict[str, Any]:
 
 def _model_json(m: ModelSummary) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "name": clean(m.name),
+        "name": exact(m.name),
         "ok": m.ok,
         "versions": list(m.versions),
-        "platform": clean(m.platform) if m.platform is not None else None,
+        "platform": exact(m.platform) if m.platform is not None else None,
     }
     live = live_json(m)
     if live is not None:
@@ -84,7 +84,7 @@ def report_to_dict(report: Report, settings: RenderSettings | None = None) -> di
             "warnings": report.count(Severity.WARNING),
             "info": report.count(Severity.INFO),
             "suppressed": len(report.suppressed),
-            "acknowledged_refusals": [clean(name) for name in acknowledged_refusals(report)],
+            "acknowledged_refusals": [exact(name) for name in acknowledged_refusals(report)],
         },
     }
 

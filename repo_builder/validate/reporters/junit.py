@@ -10,7 +10,7 @@ from repo_builder.validate.records import Diagnostic
 from repo_builder.validate.report import Report
 from repo_builder.validate.reporters.formatting import (
     RenderSettings,
-    clean,
+    exact,
     failing_levels,
     format_diagnostic,
     grouped,
@@ -21,7 +21,7 @@ _INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 def _xml(text: str | None) -> str:
     """XML 1.0 cannot carry control characters at all."""
-    return _INVALID.sub("\ufffd", clean(text))
+    return _INVALID.sub("\ufffd", exact(text))
 
 
 def _block(d: Diagnostic) -> str:

@@ -16,7 +16,7 @@ from repo_builder.validate.live import LIVE_CODES
 from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.remote import STORE_CODES
 from repo_builder.validate.report import Report
-from repo_builder.validate.reporters.formatting import RenderSettings, clean, workspace_path
+from repo_builder.validate.reporters.formatting import RenderSettings, exact, workspace_path
 from repo_builder.validate.rules import RULES
 
 SARIF_VERSION = "2.1.0"
@@ -49,28 +49,28 @@ def _uri(path: str) -> str:
 
 
 def _result(report: Report, d: Diagnostic, index: int, settings: RenderSettings) -> dict[str, Any]:
-    physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(workspace_path(report, d, settings.workspace))}}
+    physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(workspace_path(report, d, settings.workspace, exact))}}
     if d.line is not None and d.line >= 1:
         region: dict[str, Any] = {"startLine": d.line}
         if d.column is not None and d.column >= 1:
             region["startColumn"] = d.column
         physical["region"] = region
-    message = clean(d.message) + (f"\nhint: {clean(d.hint)}" if d.hint else "")
+    message = exact(d.message) + (f"\nhint: {exact(d.hint)}" if d.hint else "")
     result: dict[str, Any] = {
         "ruleId": d.code,
         "ruleIndex": index,
         "level": _LEVELS[d.severity],
         "message": {"text": message},
         "locations": [{"physicalLocation": physical}],
-        "properties": {"model": clean(d.model) if d.model is not None else None, "version": d.version},
+        "properties": {"model": exact(d.model) if d.model is not None else None, "version": d.version},
     }
     if d.model is not None:
-        result["locations"][0]["logicalLocations"] = [{"name": clean(d.model), "kind": "module"}]
+        result["locations"][0]["logicalLocations"] = [{"name": exact(d.model), "kind": "module"}]
     if d.suppression is not None:  # listed, so code scanning shows it as dismissed rather than losing it
         kind = "inSource" if d.suppression.kind == "inline" else "external"
         entry: dict[str, Any] = {"kind": kind, "status": "accepted"}
         if d.suppression.reason:
-            entry["justification"] = clean(d.suppression.reason)
+            entry["justification"] = exact(d.suppression.reason)
         result["suppressions"] = [entry]
     return result
 

@@ -9,9 +9,12 @@ from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.report import ModelSummary, Report
 from repo_builder.validate.reporters.formatting import (
     RenderSettings,
+    capped,
     clean,
     format_diagnostic_block,
     grouped,
+    hidden_line,
+    line_start,
     location,
     summary_line,
     target_text,
@@ -60,10 +63,12 @@ def render_text(report: Report, settings: RenderSettings | None = None) -> str:
         if collapse and not ds and summary is not None and summary.live is None:
             continue
         lines.append("")
-        lines.append(_head(name, summary, settings))
-        for d in ds:
+        lines.append(line_start(_head(name, summary, settings)))
+        shown, hidden = capped(ds)
+        for d in shown:
             severity = _style(settings, f"{d.severity.value:<7}", fg=_COLORS[d.severity])
             lines.extend(format_diagnostic_block(d, severity))
+        lines.extend(f"  {hidden_line(code, count, None)}" for code, count in hidden.items())
     if collapse and clean_count:
         lines.append("")
         lines.append(f"{clean_count} more model(s) without findings")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from repo_builder.validate.analysis.autocomplete import declared_io_filled
+from repo_builder.validate.analysis.enums import INVALID_PROTOCOL_NAME, enum_name, is_named
 from repo_builder.validate.analysis.files import regular_file_size, relative_inside
 from repo_builder.validate.analysis.resolve import config_name, model_backend
 from repo_builder.validate.analysis.shapes import (
@@ -36,6 +37,11 @@ def check_io_required_fields(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
     nothing: a declared tensor missing a field is refused there. A scalar per batch item is
     written `dims: [ 1 ]` with `reshape: { shape: [ ] }`: empty `dims` are never accepted.
 
+    A `data_type` number the proto does not name (`data_type: 99`: proto3 enums are open, so Triton's
+    parser accepts it) is an error: core refuses only `TYPE_INVALID` at load, names any other unknown
+    number `<invalid>`, and refuses every request for the tensor ("inference input 'x' data-type is
+    'FP32', but model 'm' expects '<invalid>'"); no client can send that type.
+
     Fails (strict): `input [ { name: "x" dims: [ 3 ] } ]`. Passes: add `data_type: TYPE_FP32`.
     """
     if model.config is None:
@@ -46,10 +52,27 @@ def check_io_required_fields(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
         if not io.name:
             yield Finding(f"{kind} must specify 'name' for {name}")
             continue
+        if not is_named(type(io).DESCRIPTOR.fields_by_name["data_type"].enum_type, io.data_type):
+            yield _unknown_type_finding(kind, io.name, io.data_type, name)
         for field in _missing_fields(io):
             if filled is None:
                 filled = declared_io_filled(model, ctx)
             yield _missing_field_finding(model, kind, io.name, field, filled)
+
+
+def _unknown_type_finding(kind: str, tensor: str, number: int, name: str) -> Finding:
+    # Core's DataTypeToProtocolString names any number it does not know '<invalid>' (common model_config.cc).
+    consequence = (
+        f"refuses every request: \"inference input '{tensor}' data-type is '...', but model '{name}' expects "
+        f"'{INVALID_PROTOCOL_NAME}'\""
+        if "input" in kind
+        else "reports the output's type as that, which no client can read"
+    )
+    return Finding(
+        f"{kind} '{tensor}' has data_type {number}, a number model_config.proto does not name; Triton loads "
+        f"it as '{INVALID_PROTOCOL_NAME}' and {consequence}",
+        hint="write one of the TYPE_* names (TYPE_FP32, TYPE_INT64, TYPE_STRING ...)",
+    )
 
 
 def _missing_fields(io: object) -> list[str]:
@@ -187,7 +210,7 @@ def check_batch_io(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     inputs = {io.name for io in cfg.input}
     outputs = {io.name for io in cfg.output}
     for b in cfg.batch_input:
-        kind = pb.BatchInput.Kind.Name(b.kind)
+        kind = enum_name(pb.BatchInput.Kind, b.kind)
         if len(b.source_input) != 1:
             yield Finding(
                 f"batch input kind '{kind}' expects 1 source input, got {len(b.source_input)} for {name}"
@@ -198,7 +221,7 @@ def check_batch_io(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
             if source not in inputs:
                 yield Finding(f"unknown source input name '{source}' for {name}")
     for b in cfg.batch_output:
-        yield from _batch_output_problems(b, pb.BatchOutput.Kind.Name(b.kind), inputs, outputs, name)
+        yield from _batch_output_problems(b, enum_name(pb.BatchOutput.Kind, b.kind), inputs, outputs, name)
 
 
 def _batch_output_problems(b: object, kind: str, inputs: set[str], outputs: set[str], name: str) -> Iterator[Finding]:

@@ -198,6 +198,8 @@ def _python_findings(source: bytes, name: str, path: Path, number: int) -> Itera
         hint = (
             "fix the syntax; Triton imports this file"
             if "does not parse" in message or "not Python" in message
+            else "split the deeply nested expression into smaller statements"
+            if "nested too deeply" in message
             else "the Python backend instantiates a class named TritonPythonModel with execute(self, requests)"
         )
         yield Finding(message, path=path, version=number, severity=severity, line=line, column=column, hint=hint)

@@ -120,4 +120,26 @@ def check_built_file_changed(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
             yield _manifest_finding(model, built.version, built.relative, why)
 
 
-RULES: tuple[Rule, ...] = (check_not_a_model_repository, check_built_file_changed)
+@repository_rule("RB005", "manifest-unreadable", Severity.WARNING)
+def check_manifest_readable(ctx: RuleContext) -> Iterable[Finding]:
+    """``repo-builder.json`` is present but not read, so no built file is checked against it.
+
+    The manifest is read like any repository file: only a regular file inside the repository, at most
+    16 MiB, JSON nested at most 64 deep. A symlink (out of the repository, a loop), a FIFO, a device,
+    a bigger file or JSON that is malformed or nested deeper is reported here and never parsed further:
+    RB002 then checks nothing, and says so rather than passing.
+
+    Fails: ``repo-builder.json -> /etc/passwd``; ``[[[[...]]]]`` nested 100,000 deep.
+
+    Passes: the ``repo-builder.json`` that ``repo-builder build`` wrote.
+    """
+    data = manifest(ctx)
+    if isinstance(data, str):
+        yield Finding(
+            f"{data}; built files are not checked against it",
+            path=ctx.repository.root / MANIFEST_FILE,
+            hint="let repo-builder build rewrite it, or delete it if the repository is no longer built by repo-builder",
+        )
+
+
+RULES: tuple[Rule, ...] = (check_not_a_model_repository, check_built_file_changed, check_manifest_readable)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from repo_builder.validate.analysis.devices import KIND_GPU
+from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import WILDCARD
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, rule
@@ -18,7 +19,7 @@ CORRID_TYPES = frozenset({4, 5, 8, 9, 13})  # TYPE_UINT32, TYPE_UINT64, TYPE_INT
 def _kind_name(kind: int) -> str:
     from tritonclient.grpc import model_config_pb2 as pb
 
-    return pb.ModelSequenceBatching.Control.Kind.Name(kind)
+    return enum_name(pb.ModelSequenceBatching.Control.Kind, kind)
 
 
 def _control_problems(cfg: object, name: str) -> Iterator[str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from repo_builder import dtypes
 from repo_builder.validate.analysis.autocomplete import io_autocompleted
+from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.files import regular_file_size, relative_inside
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import TYPE_INVALID, TYPE_STRING, WILDCARD, dims_text
@@ -130,7 +131,7 @@ def _input_findings(w: _Warmup, sample: str, input_name: str, spec: Any) -> Iter
         yield Finding(
             problem,
             hint=f"give '{input_name}' in warmup sample '{sample}' the input's data_type "
-            f"({pb.DataType.Name(declared.data_type)}) and dims {dims_text(declared.dims)} with "
+            f"({enum_name(pb.DataType, declared.data_type)}) and dims {dims_text(declared.dims)} with "
             "each -1 set" + (", without the batch dimension" if mbs > 0 else ""),
         )
 
@@ -149,7 +150,7 @@ def _data_file_findings(w: _Warmup, input_name: str, spec: Any) -> Iterator[Find
         return
     if spec.data_type in (TYPE_INVALID, TYPE_STRING) or any(d == WILDCARD for d in spec.dims):
         return
-    dtype = pb.DataType.Name(spec.data_type)
+    dtype = enum_name(pb.DataType, spec.data_type)
     itemsize = next((d.size for d in dtypes.DTYPES if d.triton == dtype), None)
     needed = itemsize * math.prod(spec.dims) if itemsize is not None else 0
     if size < needed:

@@ -1,0 +1,218 @@
+"""The one reader for files that come from a model repository (issue 28): regular files inside it, bounded.
+
+Every command that reads a file from a repository (validate's configs, ``model.py``, ``plan.json``, the
+manifest, labels, ONNX graphs; build's tokenizer, labels and family configs; compile's recipes) goes
+through ``read_repository_file`` (bytes) or ``open_repository_file`` (a descriptor, for mmap, hashing or a
+header). ``tests/core/test_guarded_reads.py`` fails when a module opens a file another way and is not
+listed there as an exception (files the user names on the command line, files a command writes).
+
+What it guarantees, whatever the repository holds:
+
+- **Nothing outside is opened.** The path is resolved (``realpath``: only ``lstat``/``readlink``, no
+  open) and must lie inside the resolved root; then it is opened component by component from the root
+  with ``O_NOFOLLOW``, so a link swapped in after the check fails the open (``ELOOP``) instead of being
+  followed. A link that stays inside the repository is read, as Triton would read it.
+- **Only regular files are opened.** Each component is ``lstat``-ed before its ``open`` (a FIFO, socket
+  or device is never opened) and the file is ``fstat``-ed once open (``O_NONBLOCK``: a FIFO swapped in
+  cannot block).
+- **Bounded.** Each kind of file has a size limit (``FileKind.limit``, table below); a larger file is
+  refused before a byte is read, and a file that grows while read is read only up to the limit.
+- **The refusal is a sentence** (``UnsafeFile``) that names the file as given (never a link's target) and
+  says what to do; callers turn it into their rule's finding.
+
+Limits (``KINDS``): ``config.pbtxt`` 64 MiB, ``model.py`` 16 MiB, ``repo-builder.json`` 16 MiB,
+``plan.json`` 16 MiB, labels 16 MiB, tokenizer files 64 MiB, small JSON settings (family configs,
+``compile.json``, ``signature.json``) 16 MiB, ONNX graphs 2 GiB (memory-mapped, never read whole),
+hashed files 8 GiB (streamed), TensorRT plans 4 GiB (deserialized on GPU machines only), plan headers (the first 28 bytes of any size).
+
+JSON from a repository is parsed with ``loads_json`` (depth limit ``MAX_JSON_DEPTH``): a file nested
+100,000 deep is a refusal, never a ``RecursionError``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MiB = 1 << 20
+MAX_JSON_DEPTH = 64  # repo-builder's own JSON files nest 6 deep; tokenizer.json about 8
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """A kind of repository file and how much of it may be read."""
+
+    name: str  # what the messages call it
+    limit: int  # bytes; a bigger file is refused (for ``prefix`` kinds: the bytes read, any size allowed)
+    prefix: bool = False  # read only the first ``limit`` bytes (plan headers)
+
+
+CONFIG = FileKind("config.pbtxt", 64 * MiB)  # Triton has no limit; 64 MiB keeps 9 MB label configs
+PYTHON = FileKind("model.py", 16 * MiB)
+MANIFEST = FileKind("repo-builder.json", 16 * MiB)
+SIDECAR = FileKind("plan.json", 16 * MiB)
+LABELS = FileKind("labels file", 16 * MiB)
+TOKENIZER = FileKind("tokenizer file", 64 * MiB)  # tokenizer.json of large vocabularies reach ~20 MB
+SETTINGS = FileKind("JSON settings file", 16 * MiB)
+ONNX = FileKind("ONNX file", 2048 * MiB)  # protobuf's own 2 GiB limit; mapped, not read
+HASHED = FileKind("file", 8192 * MiB)  # streamed through sha256 in 1 MiB chunks
+PLAN = FileKind("TensorRT plan", 4096 * MiB)  # deserialized whole, on GPU machines only
+PLAN_HEADER = FileKind("plan file", 28, prefix=True)
+KINDS = (CONFIG, PYTHON, MANIFEST, SIDECAR, LABELS, TOKENIZER, SETTINGS, ONNX, HASHED, PLAN, PLAN_HEADER)
+
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class UnsafeFile(Exception):
+    """A repository file that is not read; the message names it (never a link's target) and what to do."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # "outside" | "broken" | "folder" | "special" | "too-big" | "missing" | "unreadable"
+
+
+def _inside(path: str, root: str) -> str | None:
+    """``path`` relative to ``root`` (both resolved) when it lies inside, else None."""
+    if path == root:
+        return ""
+    prefix = root.rstrip(os.sep) + os.sep
+    return path[len(prefix):] if path.startswith(prefix) else None
+
+
+def _resolve(path: Path, root: Path, label: str) -> tuple[str, str]:
+    """(resolved root, resolved path relative to it) or UnsafeFile; opens nothing."""
+    try:
+        real_root = os.path.realpath(root, strict=True)
+        real = os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise UnsafeFile(f"{label} is a dangling symlink; not read (point it at a file inside the repository)", "broken") from None
+        raise UnsafeFile(f"{label} does not exist", "missing") from None
+    except (OSError, ValueError, RuntimeError):  # a symlink loop, a NUL byte from a config string
+        raise UnsafeFile(f"{label} is a symlink loop or an unusable path; not read (replace it with a regular file)", "broken") from None
+    relative = _inside(real, real_root)
+    if relative is None:
+        raise UnsafeFile(
+            f"{label} is a symlink that leaves the repository (or lies in a linked folder that does); not read "
+            "(copy the file into the repository)",
+            "outside",
+        )
+    return real_root, relative
+
+
+def _refuse_kind(mode: int, label: str) -> None:
+    if stat.S_ISDIR(mode):
+        raise UnsafeFile(f"{label} is a folder, not a file; not read", "folder")
+    if not stat.S_ISREG(mode):
+        raise UnsafeFile(f"{label} is not a regular file (a FIFO, socket or device); not read (replace it with a file)", "special")
+
+
+def _open_beneath(real_root: str, relative: str, label: str) -> int:
+    """Open ``relative`` under ``real_root`` one component at a time, never following a link."""
+    parts = [p for p in relative.split(os.sep) if p]
+    if not parts:
+        raise UnsafeFile(f"{label} is a folder, not a file; not read", "folder")
+    fd = os.open(real_root, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        mode = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode  # before any open
+        if stat.S_ISLNK(mode):  # realpath resolved every link: this one was swapped in since
+            raise UnsafeFile(f"{label} changed into a symlink while being read; not read", "outside")
+        _refuse_kind(mode, label)
+        return os.open(parts[-1], _FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def open_repository_file(path: Path, root: Path, kind: FileKind, what: str | None = None) -> Iterator[tuple[int, int]]:
+    """``(fd, size)`` of ``path``, a regular file inside ``root`` within ``kind``'s limit; else UnsafeFile.
+
+    The descriptor is closed on exit. For mmap (ONNX), streaming (hashes) and headers; whole files go
+    through ``read_repository_file``.
+    """
+    label = what or path.name
+    real_root, relative = _resolve(path, root, label)
+    try:
+        fd = _open_beneath(real_root, relative, label)
+    except UnsafeFile:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a component became a link after the check
+            raise UnsafeFile(f"{label} changed into a symlink while being read; not read", "outside") from None
+        if exc.errno == errno.ENXIO:  # a socket
+            raise UnsafeFile(f"{label} is not a regular file (a socket); not read", "special") from None
+        raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}", "unreadable") from None
+    try:
+        st = os.fstat(fd)
+        _refuse_kind(st.st_mode, label)
+        if not kind.prefix and st.st_size > kind.limit:
+            raise UnsafeFile(
+                f"{label} is {st.st_size:,} bytes, over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big"
+            )
+        yield fd, st.st_size
+    finally:
+        os.close(fd)
+
+
+def read_repository_file(path: Path, root: Path, kind: FileKind, what: str | None = None) -> bytes:
+    """The bytes of ``path``: a regular file inside ``root``, at most ``kind.limit`` bytes (see the module
+    docstring for the limits); raises ``UnsafeFile`` (a one-line reason naming the file) otherwise.
+
+    ``root`` is the folder the file must stay in (the repository root, or the model folder for files a
+    model may not share). A ``prefix`` kind returns only the first ``kind.limit`` bytes of any file.
+    """
+    label = what or path.name
+    with open_repository_file(path, root, kind, label) as (fd, _):
+        chunks: list[bytes] = []
+        left = kind.limit + (0 if kind.prefix else 1)
+        while left > 0:
+            try:
+                chunk = os.read(fd, min(left, 4 * MiB))
+            except OSError as exc:
+                raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}", "unreadable") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    data = b"".join(chunks)
+    if not kind.prefix and len(data) > kind.limit:  # grew while being read
+        raise UnsafeFile(f"{label} is over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big")
+    return data
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of parsed JSON (iterative: no recursion on hostile input)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def loads_json(data: bytes | str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """JSON from a repository file, nested at most ``max_depth`` deep; ``ValueError`` (one line naming
+    ``what``) for anything else, including input nested deep enough to exhaust the parser's stack."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{what} nests JSON deeper than {max_depth} levels; not read") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from None
+    if json_depth(value) > max_depth:
+        raise ValueError(f"{what} nests JSON deeper than {max_depth} levels; not read")
+    return value
