@@ -42,6 +42,9 @@ NOT_A_FILE = "not a file read (a Triton model load, a URL, a socket)"
 # "module::function::call" -> why it may bypass the guarded reader.
 EXCEPTIONS: dict[str, str] = {
     "guarded_read.py::_open_beneath::os.open": "the guarded reader itself",
+    "report/records.py::load_record::path.read_text": USER_NAMED + " (report RESULT.json: regular file, size checked first)",
+    "tune/runner.py::CandidateRunner.measure::self.server.load": "not a file read: the server loads a model by name",
+    "validate/rule_config.py::read_config_file::path.read_text": USER_NAMED + " (--config, or the settings file found beside the working folder: regular file, at most 1 MiB)",
     "cli/bench.py::_input_files::Path(path).read_bytes": USER_NAMED + " (--input NAME=FILE)",
     "compile/pending.py::external_data_files::onnx.load": "compile: the ONNX a recipe names, resolved inside its version folder first (pending.member_path); TensorRT parses it whole anyway",
     "compile/precision.py::read_onnx_facts::onnx.load": "compile: the ONNX given to compile or named by a checked recipe",
