@@ -90,3 +90,14 @@ def output_options(func: F) -> F:
         return func(*args, output=Output(output_format, quiet, verbose), **kwargs)
 
     return option_group(format_option, quiet_option, verbose_option)(wrapper)  # type: ignore[return-value]
+
+
+# Object store traffic (validate s3://, publish, pull): one deadline for the whole command (issue 20).
+timeout_option = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=900.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Give up on the object store after this long in total (retries and hanging calls included).",
+)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import Output, output_options
+from repo_builder.cli.options import Output, output_options, timeout_option
 from repo_builder.errors import UserError
 from repo_builder.fsutil import write_json_atomic
 from repo_builder.gpu import gpu_present
 from repo_builder.repository.kserve import check_name, settings_for, write_inference_service
-from repo_builder.repository.object_store import parse_store_url
+from repo_builder.repository.object_store import parse_store_url, store_deadline
 from repo_builder.repository.publish import PublishOptions, PublishResult, publish_repository
 from repo_builder.validate.records import ValidateOptions
 
@@ -40,6 +40,7 @@ def _print_result(result: PublishResult, output: Output) -> None:
 @click.option("--kserve", "kserve_name", metavar="NAME", help="Also write a KServe InferenceService NAME next to the report.")
 @click.option("--kserve-gpus", type=click.IntRange(min=0), default=0, show_default=True, help="GPUs the InferenceService asks for.")
 @click.option("--kserve-service-account", metavar="NAME", help="Service account holding the store's credentials.")
+@timeout_option
 @output_options
 def command(
     repo: Path,
@@ -54,6 +55,7 @@ def command(
     kserve_name: str | None,
     kserve_gpus: int,
     kserve_service_account: str | None,
+    timeout: float,
     output: Output,
 ) -> int:
     """Upload the model repository REPO to URL (s3://bucket/prefix, s3://host:port/bucket/prefix, gs://, az://).
@@ -77,7 +79,8 @@ def command(
         attempts=retries + 1,
     )
     tty = sys.stderr.isatty() and not output.quiet
-    result = publish_repository(repo, location, options, output.progress, tty=tty)
+    with store_deadline(timeout):
+        result = publish_repository(repo, location, options, output.progress, tty=tty)
     if dry_run:
         _print_result(result, output)  # what the servers would be given; nothing was written
         return 0

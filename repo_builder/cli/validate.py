@@ -12,9 +12,12 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import Output, check_quiet_verbose, quiet_option, verbose_option
-from repo_builder.errors import UserError
+from repo_builder.cli.options import Output, check_quiet_verbose, quiet_option, timeout_option, verbose_option
+from repo_builder.environment import environment_failure
+from repo_builder.errors import ToolError, UserError
 from repo_builder.fsutil import write_text_atomic
+from repo_builder.repository.object_store import store_deadline
+from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.tensorrt_releases import known_releases
 from repo_builder.validate.location import live_settings, validate_location, validate_options
 from repo_builder.validate.records import Severity
@@ -67,6 +70,8 @@ def prepare_report_file(path: Path) -> None:
     """Create the report's folder and check it can be written, before any long validation runs."""
     if path.is_dir():
         raise UserError(f"{path}: is a folder; give a file name for the report")
+    if report_write(path, "--output/--format") is ReportWrite.IN_PLACE:
+        return  # /dev/stdout and its kind: nothing to create
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -77,8 +82,14 @@ def prepare_report_file(path: Path) -> None:
 
 def write_report_file(path: Path, text: str) -> None:
     try:
-        write_text_atomic(path, text)
+        if report_write(path, "--output/--format") is ReportWrite.IN_PLACE:
+            write_in_place(path, text)
+        else:
+            write_text_atomic(path, text)
     except OSError as exc:
+        sentence = environment_failure(OSError(exc.errno, exc.strerror, str(path)))
+        if sentence is not None:  # a full disk, a size limit: the machine's, exit 3
+            raise ToolError(f"cannot write the report: {sentence}") from None
         raise UserError(f"{path}: cannot write the report ({exc.strerror or exc}); choose another path") from None
 
 
@@ -156,6 +167,7 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     metavar="MB",
     help="For s3:// paths: largest ONNX file fetched to check its inputs and outputs.",
 )
+@timeout_option
 @quiet_option
 @verbose_option
 def command(
@@ -174,6 +186,7 @@ def command(
     allow_unproven: bool,
     s3_endpoint: str | None,
     max_download: int,
+    timeout: float,
     quiet: bool,
     verbose: bool,
 ) -> int:
@@ -197,14 +210,15 @@ def command(
         if target.path is not None:
             prepare_report_file(target.path)
     settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
-    report = validate_location(
-        path,
-        options,
-        live=settings,
-        s3_endpoint=s3_endpoint,
-        max_download_bytes=max_download << 20,
-        progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
-    )
+    with store_deadline(timeout):  # s3:// only: the mirror's store traffic
+        report = validate_location(
+            path,
+            options,
+            live=settings,
+            s3_endpoint=s3_endpoint,
+            max_download_bytes=max_download << 20,
+            progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
+        )
     render = RenderSettings(fail_on=Severity(fail_on), quiet=quiet, verbose=verbose)
     emit(report, targets, render)
     return report.exit_code(Severity(fail_on))
