@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from repo_builder.validate.analysis.autocomplete import backend_fills_io, io_autocompleted
+from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.ensemble_graph import lookup, member_names, members_ok, memo, steps
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import TYPE_INVALID, WILDCARD
@@ -106,7 +107,7 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
             GraphFinding(
                 "mapping",
                 Finding(
-                    f"ensemble '{name}': the inputs and outputs of {', '.join(unknown)} come from the model file "
+                    f"ensemble '{name}': the inputs and outputs of {name_list(unknown)} come from the model file "
                     "(auto-complete), so the tensor checks need the model file",
                     severity=Severity.INFO,
                     hint="declare the member's inputs and outputs in its config.pbtxt to have them checked offline",

@@ -9,6 +9,7 @@ import os
 from typing import Any, NamedTuple
 
 from repo_builder.dtypes import _BY_ONNX_ID
+from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.onnx_graph import OnnxSignature, OnnxTensor
 from repo_builder.validate.records import Severity
 
@@ -150,7 +151,7 @@ def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> li
                     "RB602",
                     f"unable to load model '{name}', configuration expects {expected} inputs, model provides "
                     f"{len(sig.inputs)}",
-                    "the graph's inputs are: " + (", ".join(t.name for t in sig.inputs) or "(none)"),
+                    "the graph's inputs are: " + name_list(t.name for t in sig.inputs),
                 )
             )
     problems.extend(_compare_inputs(name, inputs, sig, mbs))
@@ -161,7 +162,7 @@ def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> li
 def _compare_inputs(name: str, inputs: list[Any], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
     problems: list[OnnxProblem] = []
     by_name = {t.name: t for t in (*sig.inputs, *sig.overridable)}
-    allowed = ", ".join(sorted(by_name, key=os.fsencode))
+    allowed = name_list(sorted(by_name, key=os.fsencode))
     for io in inputs:
         if not _well_formed(io):
             continue
@@ -192,7 +193,7 @@ def _compare_inputs(name: str, inputs: list[Any], sig: OnnxSignature, mbs: int) 
 def _compare_outputs(name: str, config: Any, outputs: list[Any], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
     problems: list[OnnxProblem] = []
     out_by_name = {t.name: t for t in sig.outputs}
-    allowed_out = ", ".join(sorted(out_by_name, key=os.fsencode))
+    allowed_out = name_list(sorted(out_by_name, key=os.fsencode))
     batch_targets = {t for bo in config.batch_output for t in bo.target_name}
     for io in outputs:
         if not _well_formed(io):
