@@ -147,6 +147,12 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     default=None,
     help="Whether the deploy target has GPUs (KIND_GPU instances load) [default: yes; under --live: this machine].",
 )
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="The deploy target's GPU count: `gpus: [ids]` are judged against 0..N-1 [default: unknown].",
+)
 @click.option("--live", is_flag=True, help="Also load every model in a real tritonserver (runs the repository's code).")
 @click.option("--tritonserver", metavar="PATH", help="tritonserver binary for --live [default: the one PyTriton ships].")
 @click.option(
@@ -180,6 +186,7 @@ def command(
     tensorrt_version: str | None,
     allow_pending: bool,
     gpu: bool | None,
+    gpus: int | None,
     live: bool,
     tritonserver: str | None,
     load_timeout: float,
@@ -197,6 +204,8 @@ def command(
     """
     check_quiet_verbose(quiet, verbose)
     _check_live_options(live, tritonserver, load_timeout, allow_unproven)
+    if gpus is not None and gpu is not None and gpu != (gpus > 0):
+        raise click.UsageError(f"--gpus {gpus} contradicts --{'' if gpu else 'no-'}gpu; give one of them")
     options = validate_options(
         strict=strict,
         triton_release=triton_release,
@@ -204,6 +213,7 @@ def command(
         allow_pending=allow_pending,
         gpu=gpu,
         live=live,
+        gpus=gpus,
     )
     targets = report_targets(formats, output)
     for target in targets:

@@ -75,6 +75,7 @@ def validate_options(
     allow_pending: bool,
     gpu: bool | None,
     live: bool,
+    gpus: int | None = None,
 ) -> ValidateOptions:
     """The options of ``validate``'s flags: the TensorRT target checked (``check_tensorrt_target``) and
     the deploy target's GPUs decided (``target_has_gpu``)."""
@@ -84,7 +85,8 @@ def validate_options(
         triton_release=triton_release,
         tensorrt_version=tensorrt_version,
         allow_pending=allow_pending,
-        gpu_present=target_has_gpu(gpu, live=live),
+        gpu_present=target_has_gpu(gpu if gpus is None else gpus > 0, live=live),
+        gpu_count=gpus,
     )
 
 

@@ -28,7 +28,7 @@ def _shape(dims: tuple[int, ...] | list[int]) -> str:
     return "[" + ",".join(str(d) for d in dims) + "]"
 
 
-def _triton_type(elem_type: int | None) -> str:
+def triton_type(elem_type: int | None) -> str:
     dtype = _BY_ONNX_ID.get(elem_type) if elem_type is not None else None
     return dtype.triton if dtype is not None else "TYPE_INVALID"
 
@@ -101,7 +101,7 @@ def _sequence_inputs(config: Any) -> int:
     return sum(1 for kind in _SEQUENCE_CONTROLS if kind in names) + len(seq.state)
 
 
-def _autocomplete_batching(name: str, mbs: int, sig: OnnxSignature) -> tuple[int, OnnxProblem | None]:
+def autocomplete_batching(name: str, mbs: int, sig: OnnxSignature) -> tuple[int, OnnxProblem | None]:
     """The backend's auto-complete decides batching from the graph: (max_batch_size, problem)."""
     tensors = [*sig.inputs, *sig.outputs]
     batching = all(t.dims is not None and len(t.dims) > 0 and t.dims[0] == -1 for t in tensors)
@@ -134,7 +134,7 @@ def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> li
     have_inputs = len(inputs) + len(config.batch_input) > 0
     if not strict and not (have_inputs and outputs):
         # Auto-complete fills missing inputs/outputs from the graph (consistent by construction).
-        mbs, problem = _autocomplete_batching(name, mbs, sig)
+        mbs, problem = autocomplete_batching(name, mbs, sig)
         if problem is not None:
             problems.append(problem)
             if problem.code == "RB606":
@@ -219,7 +219,7 @@ def _compare_tensor(
 ) -> list[OnnxProblem]:
     out: list[OnnxProblem] = []
     expected = _config_type(io)
-    actual = _triton_type(tensor.elem_type)
+    actual = triton_type(tensor.elem_type)
     if tensor.elem_type is not None and expected != actual:
         out.append(
             OnnxProblem(
