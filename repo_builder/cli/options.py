@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
+from repo_builder.redact import redact
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -61,12 +63,12 @@ class Output:
     def progress(self, message: str) -> None:
         """A line for someone waiting: on stderr (stdout stays machine-readable), none under ``-q``."""
         if not self.quiet:
-            click.echo(message, err=True)
+            click.echo(redact(message), err=True)
 
     def detail(self, message: str) -> None:
         """A line only ``-v`` asks for, on stderr."""
         if self.verbose:
-            click.echo(message, err=True)
+            click.echo(redact(message), err=True)
 
 
 def check_quiet_verbose(quiet: bool, verbose: bool) -> None:
