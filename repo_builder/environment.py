@@ -50,7 +50,10 @@ def environment_failure(exc: BaseException) -> str | None:
     if not isinstance(exc, OSError) or exc.errno not in _SENTENCES:
         return None
     what = _SENTENCES[exc.errno]
-    where = redact(_shorten(str(exc.filename))) if exc.filename is not None else "standard output"
+    if exc.filename is not None:
+        where = redact(_shorten(str(exc.filename)))
+    else:  # a write to an open file: only a closed pipe is surely the output
+        where = "standard output" if exc.errno == errno.EPIPE else "writing a file"
     advice = _ADVICE.get(exc.errno)
     return f"{where}: {what}" + (f"; {advice}" if advice else "")
 
