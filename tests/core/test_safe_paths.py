@@ -36,7 +36,7 @@ def test_inside_refuses_path_when_parent_links_out(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("folder", ["/", "~", "/.", "~/"])
 def test_refuse_system_folder_raises_when_folder_is_root_or_home(folder: str) -> None:
-    with pytest.raises(UserError, match="root|home"):
+    with pytest.raises(UserError, match=r"root|home"):
         refuse_system_folder(Path(os.path.expanduser(folder)), "--out")
 
 
