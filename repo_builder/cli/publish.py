@@ -16,6 +16,7 @@ from repo_builder.gpu import gpu_present
 from repo_builder.repository.kserve import check_name, settings_for, write_inference_service
 from repo_builder.repository.object_store import parse_store_url, store_deadline
 from repo_builder.repository.publish import PublishOptions, PublishResult, publish_repository
+from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.validate.records import ValidateOptions
 
 
@@ -71,6 +72,7 @@ def command(
         check_name(kserve_name)
     if report is not None and not report.parent.is_dir():
         raise UserError(f"--report {report}: the folder {report.parent} does not exist")
+    report_mode = report_write(report, "--report") if report is not None else None  # a link, a FIFO: refused
     options = PublishOptions(
         force=force,
         prune=prune,
@@ -84,7 +86,9 @@ def command(
     if dry_run:
         _print_result(result, output)  # what the servers would be given; nothing was written
         return 0
-    if report is not None:
+    if report is not None and report_mode is ReportWrite.IN_PLACE:
+        write_in_place(report, json.dumps(result.to_json(), indent=2) + "\n")
+    elif report is not None:
         write_json_atomic(report, result.to_json())
     if kserve_name is not None:
         folder = report.parent if report is not None else Path.cwd()

@@ -136,3 +136,17 @@ def test_store_command_exits_3_within_timeout_when_endpoint_never_answers(
     assert elapsed < 3 + 4, elapsed  # the deadline, plus publish's local validation and the exit
     assert silent_endpoint in err and "--timeout" in err
     assert SECRET not in err
+
+
+def test_publish_refuses_report_through_symlink_before_uploading(
+    s3_server: str, s3_client: Any, bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious")
+    link = tmp_path / "report.json"
+    link.symlink_to(victim)
+    repo = write_repository(tmp_path / "repo")
+    code = main(["publish", str(repo), f"s3://{bucket}/m", "--endpoint-url", s3_server, "--no-gpu", "--report", str(link)])
+    assert code == 2 and "symbolic link" in capsys.readouterr().err
+    assert victim.read_text() == "precious" and link.is_symlink()
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=bucket)  # nothing uploaded
