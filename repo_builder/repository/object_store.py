@@ -134,6 +134,11 @@ def parse_store_url(url: str, endpoint_url: str | None = None) -> StoreUrl:
         raise UserError(f"{shown}: the prefix may not contain empty, '.' or '..' parts")
     if protocol == "s3" and endpoint_url is None:
         endpoint_url = endpoint_from_env()
+    if endpoint_url and redact(endpoint_url) != endpoint_url:
+        raise UserError(
+            f"{redact(endpoint_url)}: credentials in the endpoint URL are never used (nor printed); set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead"
+        )
     return StoreUrl(protocol, bucket, prefix, endpoint_url.rstrip("/") if endpoint_url else None, account)
 
 

@@ -67,13 +67,20 @@ def test_pull_refuses_with_exit_2_when_target_is_root_or_home(
     assert sorted(p.name for p in Path(folder).iterdir()) == before
 
 
-@pytest.mark.parametrize("command", ["validate", "publish"])
+@pytest.mark.parametrize("command", ["validate", "publish", "pull", "validate-endpoint", "pull-endpoint"])
 def test_store_error_redacts_credentials_when_url_carries_them(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = write_repository(tmp_path / "repo")
     url = "s3://user:S3CR3T-VALUE@bucket/prefix"
-    argv = ["validate", url] if command == "validate" else ["publish", str(repo), url, "--dry-run", "--no-gpu"]
+    endpoint = "http://user:S3CR3T-VALUE@127.0.0.1:9/"
+    argv = {
+        "validate": ["validate", url],
+        "publish": ["publish", str(repo), url, "--dry-run", "--no-gpu"],
+        "pull": ["pull", url, str(tmp_path / "out")],
+        "validate-endpoint": ["validate", "s3://bucket/prefix", "--s3-endpoint", endpoint],
+        "pull-endpoint": ["pull", "s3://bucket/prefix", str(tmp_path / "out"), "--endpoint-url", endpoint],
+    }[command]
     code = main(argv)
     captured = capsys.readouterr()
     assert code == 2
