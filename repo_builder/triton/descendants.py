@@ -11,10 +11,11 @@ two marks, and killed:
   (``prctl(PR_SET_CHILD_SUBREAPER)``), so a descendant whose parent exits is re-parented to us instead of
   to init. A process that is our child, started after the server, and is no server of ours, came from it.
 
-A process that detaches, clears its environment and is re-parented before the subreaper is set cannot
-exist (the flag is set before the server starts); one that escapes both marks would need to be started by
-another process than the server's descendants. A cgroup would contain even that; it needs privileges
-repo-builder does not assume.
+The subreaper flag is set before the server starts, so no descendant can be re-parented past us. The
+orphan mark cannot tell a server's orphan from a child the calling program itself started in a session of
+its own after the server (the CLI starts none; a library caller running servers and such children at once
+should know it). A cgroup would make both marks unnecessary; it needs privileges repo-builder does not
+assume.
 """
 
 from __future__ import annotations
@@ -78,22 +79,22 @@ def subreaper_on() -> None:
             _set_subreaper(True)
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start time in clock ticks since boot) of ``pid``, or None when it is gone."""
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(parent pid, session id, start time in clock ticks since boot) of ``pid``, or None when gone."""
     try:
         text = (_PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     fields = text[text.rfind(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
     try:
-        return int(fields[1]), int(fields[19])
+        return int(fields[1]), int(fields[3]), int(fields[19])
     except (IndexError, ValueError):
         return None
 
 
 def start_ticks(pid: int) -> int | None:
     stat = _stat(pid)
-    return stat[1] if stat is not None else None
+    return stat[2] if stat is not None else None
 
 
 def _carries(pid: int, marker: bytes) -> bool:
@@ -113,6 +114,7 @@ def _pids() -> list[int]:
 def leftovers(token: str, since_ticks: int | None) -> list[int]:
     """Processes of the run ``token``: carrying it in their environment, or our orphans since it started."""
     me = os.getpid()
+    my_session = os.getsid(0)
     marker = f"{RUN_VARIABLE}={token}".encode()
     with _lock:
         servers = set(_servers)
@@ -123,8 +125,9 @@ def leftovers(token: str, since_ticks: int | None) -> list[int]:
         stat = _stat(pid)
         if stat is None:
             continue
-        ppid, started = stat
-        orphan = ppid == me and since_ticks is not None and started >= since_ticks
+        ppid, session, started = stat
+        # Our own children (run by this process, in its session) are not the server's orphans.
+        orphan = ppid == me and session != my_session and since_ticks is not None and started >= since_ticks
         if orphan or _carries(pid, marker):
             found.append(pid)
     return found

@@ -84,17 +84,21 @@ def spawn(args: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path
     command, preexec = _death_signal_setup(args)
     token = descendants.new_token()
     descendants.subreaper_on()  # before the fork: a model's orphans must come to us, not to init
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**env, descendants.RUN_VARIABLE: token},
-            cwd=cwd,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**env, descendants.RUN_VARIABLE: token},
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+    except BaseException:
+        descendants.server_stopped(-1)  # no server after all: drop the flag unless another one runs
+        raise
     descendants.server_started(proc.pid)
     proc.repo_builder_run = (token, descendants.start_ticks(proc.pid))  # type: ignore[attr-defined]
     return proc
