@@ -101,23 +101,28 @@ def test_environment_failure_is_none_when_error_is_a_bug() -> None:
     assert environment_failure(UnicodeEncodeError("ascii", "é", 0, 1, "x")) is None  # not raised by output
 
 
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
 @pytest.mark.slow
-def test_build_exits_3_and_leaves_no_repository_when_file_size_limit_is_hit(tmp_path: Path) -> None:
+def test_build_exits_3_and_keeps_old_repository_when_file_size_limit_is_hit(tmp_path: Path) -> None:
     from repo_builder.export.tiny_models import make_tiny_text_classifier
 
     model = make_tiny_text_classifier(tmp_path / "tiny-bert", num_labels=3, seed=0)
-    out = tmp_path / "repo"
+    out = tmp_path / "work" / "repo"
+    command = [REPO_BUILDER, "build", "text-classifier", "--model", str(model), "--runtime", "python",
+               "--out", str(out), "--skip-parity"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = _snapshot(out)
 
-    def limit() -> None:  # 64 KiB: the exported ONNX cannot be written whole
+    def limit() -> None:  # 64 KiB: the next export's ONNX cannot be written whole
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
 
-    done = subprocess.run(
-        [REPO_BUILDER, "build", "text-classifier", "--model", str(model), "--runtime", "python", "--out", str(out),
-         "--skip-parity"],
-        capture_output=True, text=True, timeout=600, preexec_fn=limit,
-    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, preexec_fn=limit)
     assert done.returncode == 3, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "file size limit" in last and "internal error" not in done.stderr
-    assert not out.exists()
-    assert not [p for p in tmp_path.iterdir() if "stage" in p.name or p.name.endswith(".lock")]
+    assert _snapshot(out) == before  # the old repository is intact
+    assert not [p for p in out.parent.iterdir() if "stage" in p.name]
