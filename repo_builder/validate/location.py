@@ -147,6 +147,7 @@ def validate(
     allow_unproven: bool = False,
     s3_endpoint: str | None = None,
     max_download_mb: int = DEFAULT_MAX_ONNX_BYTES >> 20,
+    gpus: int | None = None,
 ) -> Report:
     """Validate a Triton model repository; the Python form of ``repo-builder validate``.
 
@@ -155,7 +156,8 @@ def validate(
     offline; under ``live``, whether this machine has). ``triton_release`` (``"24.08"``): the target
     release for TensorRT version checks (an unknown one is a ``UserError``); ``tensorrt_version``
     (``"10.3.0"``): the TensorRT version itself, which wins over the release's. ``allow_pending``:
-    TensorRT plans still to compile are warnings.
+    TensorRT plans still to compile are warnings. ``gpus``: the target's GPU count (``gpus: [ids]``
+    judged against 0..gpus-1; default unknown).
     ``live``: also load every model in a real tritonserver (``tritonserver``: its binary; ``load_timeout``
     seconds per model; ``allow_unproven``: models it cannot load here do not fail the report). Returns the ``Report``; ``report.ok`` and ``report.exit_code()`` give the verdict.
     Raises ``repo_builder.errors.UserError`` for bad input and ``ToolError`` when a tool fails.
@@ -164,6 +166,8 @@ def validate(
         raise UserError("load_timeout must be positive")
     if max_download_mb < 0:
         raise UserError("max_download_mb must be >= 0")
+    if gpus is not None and (gpus < 0 or (gpu is not None and gpu != (gpus > 0))):
+        raise UserError(f"gpus={gpus}: give a count >= 0 that agrees with gpu={gpu}")
     options = validate_options(
         strict=strict,
         triton_release=triton_release,
@@ -171,6 +175,7 @@ def validate(
         allow_pending=allow_pending,
         gpu=gpu,
         live=live,
+        gpus=gpus,
     )
     settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
     return validate_location(

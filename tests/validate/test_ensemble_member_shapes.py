@@ -89,3 +89,11 @@ def test_kind_auto_with_missing_gpu_becomes_cpu_when_gpus_given(tmp_path: Path) 
 
 def test_validate_exits_2_when_gpus_contradicts_no_gpu(tmp_path: Path) -> None:
     assert main(["validate", str(_gpu_model(tmp_path, "[0]")), "--gpus", "2", "--no-gpu"]) == 2
+
+
+def test_python_api_validate_judges_gpu_ids_when_gpus_given(tmp_path: Path) -> None:
+    import repo_builder
+
+    repo = _gpu_model(tmp_path, "[1]")
+    assert not repo_builder.validate(repo, gpus=1).ok
+    assert repo_builder.validate(repo, gpus=2).ok
