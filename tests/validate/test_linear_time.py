@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from validate_repo_helpers import codes, make_model, messages, onnx_bytes, validate
 
-from repo_builder.validate.analysis.bounded import name_list
+from repo_builder.validate.analysis.bounded import bounded_text, name_list
 from repo_builder.validate.analysis.positions import finding_position
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.reporters import render_report
@@ -90,3 +90,14 @@ def test_version_hint_never_names_the_folder_itself_when_number_is_too_big(
     assert hints, messages(report, "RB107")
     assert any(wanted in h for h in hints), hints
     assert unwanted is None or not any(unwanted in h for h in hints), hints
+
+
+def test_hint_is_cut_when_it_quotes_something_huge(tmp_path: Path) -> None:
+    # No version folder that loads; twelve ignored ones with 200-character names: RB110's hint quotes them.
+    folders = {f"v{i:02d}" + "x" * 197: {"model.py": MODEL_PY} for i in range(12)}
+    make_model(tmp_path, "m", 'name: "m"\nbackend: "python"\n', folders)
+    hints = [d.hint or "" for d in validate(tmp_path).diagnostics if d.code == "RB110"]
+    assert hints and all(len(h) <= 1100 for h in hints), [len(h) for h in hints]
+    assert any("more characters)" in h for h in hints)
+    assert bounded_text("x" * 5000, 1000) == "x" * 1000 + " ... (4,000 more characters)"
+    assert bounded_text("short") == "short" and bounded_text(None) is None

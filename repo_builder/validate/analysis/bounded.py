@@ -23,3 +23,13 @@ def name_list(names: Iterable[str], shown: int = SHOWN, empty: str = "(none)") -
     if not head:
         return empty
     return ", ".join(head) + (f" ... and {rest:,} more" if rest else "")
+
+
+HINT_CHARS = 1000  # a hint is advice: a few lines at most, whatever it quotes
+
+
+def bounded_text(text: str | None, limit: int = HINT_CHARS) -> str | None:
+    """``text`` cut to ``limit`` characters, saying how many were left out."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]} ... ({len(text) - limit:,} more characters)"
