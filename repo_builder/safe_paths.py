@@ -2,7 +2,8 @@
 report option, ``--out``, a pull target) is checked before anything is written through it.
 
 - A *relative key* (an object store key below a prefix, a manifest or recipe entry) must be a plain relative
-  path: no leading ``/``, no empty, ``.`` or ``..`` part, no NUL or backslash. ``prefix//etc/passwd`` gives
+  path: no leading ``/``, no empty, ``.`` or ``..`` part, no NUL byte (a backslash is an ordinary character
+  on Linux, as it is to Triton there). ``prefix//etc/passwd`` gives
   the key ``/etc/passwd``, which ``Path.joinpath`` would turn into the absolute path it names.
 - The joined path must still lie inside its root once the root's own links are resolved.
 - A *target folder* (``--out``, pull's DIR) may not be ``/`` or the home folder: a build or a pull replaces
@@ -32,8 +33,8 @@ def key_problem(relative: str) -> str | None:
         return "an empty key"
     if relative.startswith("/"):
         return "an absolute path (the prefix is followed by '/')"
-    if "\x00" in relative or "\\" in relative:
-        return "a NUL byte or a backslash in the key"
+    if "\x00" in relative:
+        return "a NUL byte"
     parts = relative.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return "an empty, '.' or '..' part in the key"

@@ -186,7 +186,7 @@ UNSAFE_KEY = StoreCode(
     "store-key-unsafe",
     Severity.ERROR,
     "An object's key below the repository's prefix is not a plain relative path: it starts with '/' "
-    "(``prefix//etc/passwd``), or holds an empty, ``.`` or ``..`` part, a NUL byte or a backslash. Written to "
+    "(``prefix//etc/passwd``), or holds an empty, ``.`` or ``..`` part or a NUL byte. Written to "
     "a local folder it would land outside it, so ``validate s3://`` and ``pull`` never write it (``pull`` "
     "refuses the repository); what a server does with it depends on its store client. Delete the object.",
 )

@@ -15,12 +15,12 @@ from repo_builder.repository.stage import build_stage
 from repo_builder.safe_paths import ReportWrite, inside, key_problem, refuse_system_folder, report_write
 
 
-@pytest.mark.parametrize("key", ["/etc/passwd", "a//b", "a/../../b", "..", "./a", "a/./b", "", "a\\b", "a\x00b", "a/"])
+@pytest.mark.parametrize("key", ["/etc/passwd", "a//b", "a/../../b", "..", "./a", "a/./b", "", "a\x00b", "a/"])
 def test_key_problem_refuses_key_when_it_is_not_plain_relative(key: str) -> None:
     assert key_problem(key) is not None
 
 
-@pytest.mark.parametrize("key", ["m/config.pbtxt", "m/1/model.onnx", "a b/c@d/e:f", ".hidden/x"])
+@pytest.mark.parametrize("key", ["m/config.pbtxt", "m/1/model.onnx", "a b/c@d/e:f", ".hidden/x", "a\\b"])
 def test_key_problem_accepts_key_when_plain_relative(key: str) -> None:
     assert key_problem(key) is None
 
