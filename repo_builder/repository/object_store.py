@@ -177,8 +177,8 @@ class Deadline:
 
     def expired(self, what: str) -> ToolError:
         return ToolError(
-            f"{what}: no answer from {self.endpoint} within {self.seconds:g} s (--timeout); check that the "
-            "endpoint is the store's and reachable, or raise --timeout"
+            f"{what}: the store at {self.endpoint} did not finish within {self.seconds:g} s (--timeout); check "
+            "that the endpoint is the store's and answers, or raise --timeout"
         )
 
 
