@@ -13,6 +13,7 @@ from validate_repo_helpers import codes, make_model, messages, onnx_bytes, valid
 from repo_builder.validate.analysis.bounded import bounded_text, name_list
 from repo_builder.validate.analysis.positions import finding_position
 from repo_builder.validate.engine import check_repository
+from repo_builder.validate.location import cycle_collector_paused
 from repo_builder.validate.reporters import render_report
 from repo_builder.validate.scan import scan_repository
 
@@ -27,16 +28,19 @@ def _entries_repository(root: Path, n: int, quote: str) -> Path:
 
 
 def _seconds(root: Path) -> float:
-    """Best of two runs of scan + rules + text report (the machine is shared: the best run is the cost)."""
+    """Best of three runs of scan + rules + text report, as the CLI runs them (cycle collector paused);
+    the machine is shared, so the best run is the cost."""
     best = float("inf")
-    for _ in range(2):
-        started = time.perf_counter()
-        report = check_repository(scan_repository(root))
-        render_report(report, "text")
-        best = min(best, time.perf_counter() - started)
+    for _ in range(3):
+        with cycle_collector_paused():
+            started = time.perf_counter()
+            report = check_repository(scan_repository(root))
+            render_report(report, "text")
+            best = min(best, time.perf_counter() - started)
     return best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quote", ["'", '"'])
 def test_validate_time_grows_linearly_when_config_entries_double(quote: str, tmp_path: Path) -> None:
     sizes = [1000, 2000, 4000, 8000, 16000]
