@@ -20,6 +20,17 @@ _SECRET_PARAMS = (
 _QUERY = re.compile(r"(?P<key>[?&;](?:" + "|".join(re.escape(p) for p in _SECRET_PARAMS) + r")=)[^&;\s#'\"]*", re.IGNORECASE)
 
 
+# C0 controls, DEL, C1 controls and the bidirectional overrides/isolates: never printed raw in a message line.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: credentials redacted, control characters shown as escapes
+    (``\\n``, ``\\x1b``, ``\\u202e``), so a name cannot start a line of its own (a CI workflow command)
+    or reorder what the terminal shows. For error lines; reports escape with their own formatter."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), redact(text))
+
+
 def redact(text: str) -> str:
     """``text`` with URL credentials and signing parameters replaced by ``***``."""
     if "://" not in text and "=" not in text:

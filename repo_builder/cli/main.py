@@ -16,7 +16,7 @@ import click
 from repo_builder import __version__
 from repo_builder.environment import environment_failure, silence_stdout
 from repo_builder.errors import EXIT_INTERNAL, EXIT_TOOL, RepoBuilderError
-from repo_builder.redact import redact
+from repo_builder.redact import one_line, redact
 from repo_builder.signals import interrupt_on_termination
 
 # command name -> module under repo_builder.cli defining a click command called ``command``
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     except RepoBuilderError as exc:
         if exc.exit_code == EXIT_INTERNAL:
             return _internal(exc, args)
-        click.echo(f"error: {redact(str(exc))}", err=True)
+        click.echo(f"error: {one_line(str(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort as exc:
         # click turns Ctrl-C (and SIGTERM, through signals.py) into Abort: say what happened.
@@ -105,7 +105,7 @@ def _failed(exc: BaseException, args: list[str]) -> int:
     if _verbose(args):
         traceback.print_exception(exc)
     with contextlib.suppress(OSError, UnicodeError):  # stderr gone too: the exit code says it
-        click.echo(f"error: {sentence}", err=True)
+        click.echo(f"error: {one_line(sentence)}", err=True)
     return EXIT_TOOL
 
 
@@ -113,7 +113,7 @@ def _internal(exc: BaseException, args: list[str]) -> int:
     if _verbose(args):
         traceback.print_exception(exc)
     click.echo(
-        redact(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])
+        one_line(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])
         + " -- this is a bug in repo-builder; please report it (run again with -v for the traceback)",
         err=True,
     )

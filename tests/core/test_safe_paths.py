@@ -10,7 +10,7 @@ import pytest
 
 from repo_builder.errors import UserError
 from repo_builder.fsutil import prepare_out_dir
-from repo_builder.redact import redact
+from repo_builder.redact import one_line, redact
 from repo_builder.repository.stage import build_stage
 from repo_builder.safe_paths import ReportWrite, inside, key_problem, refuse_system_folder, report_write
 
@@ -88,3 +88,19 @@ def test_redact_masks_secret_when_url_carries_it(text: str, secret: str) -> None
 def test_redact_keeps_text_when_nothing_is_secret() -> None:
     text = "s3://bucket/models/a@b/config.pbtxt: missing; https://host:9000/x?versionId=3"
     assert redact(text) == text
+
+
+def test_one_line_escapes_controls_when_message_quotes_hostile_name() -> None:
+    shown = one_line("x\n::warning file=a::owned\r\x1b[2J\x07\u202eevil\x00 s3://u:SECRET@b/k")
+    assert "\n" not in shown and "\r" not in shown and "\x1b" not in shown and "\u202e" not in shown
+    assert "\\n::warning" in shown and "\\u202e" in shown and "SECRET" not in shown
+
+
+def test_error_line_never_starts_a_workflow_command_when_path_holds_newline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from repo_builder.cli.main import main
+
+    assert main(["validate", str(tmp_path / "missing\n::error::injected")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and not any(line.startswith("::") for line in err.splitlines())
