@@ -157,3 +157,21 @@ def test_publish_refuses_report_through_symlink_before_uploading(
     assert code == 2 and "symbolic link" in capsys.readouterr().err
     assert victim.read_text() == "precious" and link.is_symlink()
     assert "Contents" not in s3_client.list_objects_v2(Bucket=bucket)  # nothing uploaded
+
+
+def test_with_retries_stops_at_deadline_when_backoff_would_pass_it() -> None:
+    from repo_builder.errors import ToolError
+    from repo_builder.repository.object_store import Deadline, with_retries
+
+    calls: list[float] = []
+
+    def refused() -> None:
+        calls.append(time.monotonic())
+        raise ConnectionError("connection refused")
+
+    deadline = Deadline(time.monotonic() + 1.0, 1.0, "http://127.0.0.1:9")
+    started = time.monotonic()
+    with pytest.raises(ToolError, match=r"--timeout"):
+        with_retries(refused, "s3://b/p", attempts=10, base_delay=0.4, deadline=deadline)
+    assert time.monotonic() - started < 1.5
+    assert 1 < len(calls) < 10  # retried, but not past the deadline
