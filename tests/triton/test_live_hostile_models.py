@@ -119,10 +119,12 @@ def test_live_memory_stays_flat_when_model_floods_the_log(tmp_path: Path) -> Non
     write_python_model(repo, "flood", model_py=FLOODING_MODEL_PY.replace("MEGABYTES", str(megabytes)))
     done = subprocess.run(
         [sys.executable, "-c",
-         "import resource, sys\n"
+         "import re, sys\n"
          "from repo_builder.cli.main import main\n"
          "code = main(sys.argv[1:])\n"
-         "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+         # VmHWM belongs to this process's own memory; ru_maxrss would carry the forking parent's size.
+         "peak = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
+         "print('PEAK', peak, file=sys.stderr)\n"
          "sys.exit(code)\n",
          "validate", str(repo), "--live", "--no-gpu"],
         capture_output=True, text=True, timeout=600,

@@ -33,10 +33,10 @@ def _seconds(root: Path) -> float:
     best = float("inf")
     for _ in range(3):
         with cycle_collector_paused():
-            started = time.perf_counter()
+            started = time.process_time()  # CPU time: other jobs on a shared machine do not count
             report = check_repository(scan_repository(root))
             render_report(report, "text")
-            best = min(best, time.perf_counter() - started)
+            best = min(best, time.process_time() - started)
     return best
 
 
