@@ -20,6 +20,7 @@ from typing import Any
 
 from repo_builder.errors import UserError
 from repo_builder.guarded_read import SETTINGS, UnsafeFile, loads_json, read_repository_file
+from repo_builder.safe_paths import refuse_system_folder
 
 
 def sha256_file(path: Path) -> str:
@@ -94,6 +95,7 @@ def pid_alive(pid: int) -> bool:
 def prepare_out_dir(out_dir: Path) -> Path:
     """``--out`` as an existing folder (created with its parents when missing), or a one-line UserError."""
     out_dir = Path(out_dir)
+    refuse_system_folder(out_dir, "--out")
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a folder; choose a folder")
     try:

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
+import io
 import os
 import sys
 import traceback
@@ -11,9 +14,11 @@ import traceback
 import click
 
 from repo_builder import __version__
-from repo_builder.errors import EXIT_INTERNAL, RepoBuilderError
+from repo_builder.environment import environment_failure, silence_stdout
+from repo_builder.errors import EXIT_INTERNAL, EXIT_TOOL, RepoBuilderError
+from repo_builder.redact import redact
 from repo_builder.signals import interrupt_on_termination
-from repo_builder.validate.reporters.formatting import clean, indented
+from repo_builder.validate.reporters.formatting import clean
 
 # command name -> module under repo_builder.cli defining a click command called ``command``
 COMMANDS: dict[str, str] = {
@@ -29,6 +34,12 @@ COMMANDS: dict[str, str] = {
     "publish": "publish",
     "pull": "pull",
 }
+
+
+def one_line(text: str) -> str:
+    """An error as one printable line: credentials redacted, then control characters, bidi overrides and
+    newlines shown as escapes by the one escaping function every human-facing output uses."""
+    return clean(redact(text))
 
 
 class LazyGroup(click.Group):
@@ -65,33 +76,55 @@ def main(argv: list[str] | None = None) -> int:
     except RepoBuilderError as exc:
         if exc.exit_code == EXIT_INTERNAL:
             return _internal(exc, args)
-        # File names and content in messages may hold control characters: shown escaped, never raw.
-        click.echo(f"error: {indented(clean(str(exc), newlines=True), '  ')}", err=True)
+        # One line: control characters in names and content shown escaped (formatting.clean, the one
+        # escaping function), credentials redacted.
+        click.echo(f"error: {one_line(str(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort as exc:
         # click turns Ctrl-C (and SIGTERM, through signals.py) into Abort: say what happened.
         click.echo("interrupted" if isinstance(exc.__context__, KeyboardInterrupt) else "aborted", err=True)
         return 130
     except click.ClickException as exc:
-        exc.show()
+        shown = io.StringIO()
+        exc.show(file=shown)  # click quotes argv back: a URL's credentials must not be among it
+        click.echo(redact(shown.getvalue()), err=True, nl=False)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except SystemExit:
+        # click ends a command whose output pipe closed (EPIPE) with exit 1, silently, after wrapping
+        # stdout to hush the final flush: that 1 would read as "refused". It is the environment's.
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":
+            return _failed(BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)), args)
+        raise
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as exc:  # the last line of defence: a bug, reported as one
-        return _internal(exc, args)
+    except Exception as exc:  # the last line of defence: the machine's failure, else a bug
+        return _failed(exc, args)
     return rv if isinstance(rv, int) else 0
+
+
+def _failed(exc: BaseException, args: list[str]) -> int:
+    """A full disk, a size limit, a closed pipe, a long path, an output encoding, a permission: the
+    environment's failure (exit 3, one sentence); anything else is a bug (exit 4)."""
+    sentence = environment_failure(exc)
+    if sentence is None:
+        return _internal(exc, args)
+    if isinstance(exc, OSError) and exc.filename is None:
+        silence_stdout()  # a stream failed (stdout?): its buffered rest must not fail again at exit
+    if _verbose(args):
+        traceback.print_exception(exc)
+    with contextlib.suppress(OSError, UnicodeError):  # stderr gone too: the exit code says it
+        click.echo(f"error: {one_line(sentence)}", err=True)
+    return EXIT_TOOL
 
 
 def _internal(exc: BaseException, args: list[str]) -> int:
     if _verbose(args):
         traceback.print_exception(exc)
     click.echo(
-        f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
+        one_line(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])
         + " -- this is a bug in repo-builder; please report it (run again with -v for the traceback)",
         err=True,
     )

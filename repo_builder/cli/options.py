@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
+from repo_builder.redact import redact
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -61,12 +63,12 @@ class Output:
     def progress(self, message: str) -> None:
         """A line for someone waiting: on stderr (stdout stays machine-readable), none under ``-q``."""
         if not self.quiet:
-            click.echo(message, err=True)
+            click.echo(redact(message), err=True)
 
     def detail(self, message: str) -> None:
         """A line only ``-v`` asks for, on stderr."""
         if self.verbose:
-            click.echo(message, err=True)
+            click.echo(redact(message), err=True)
 
 
 def check_quiet_verbose(quiet: bool, verbose: bool) -> None:
@@ -90,3 +92,14 @@ def output_options(func: F) -> F:
         return func(*args, output=Output(output_format, quiet, verbose), **kwargs)
 
     return option_group(format_option, quiet_option, verbose_option)(wrapper)  # type: ignore[return-value]
+
+
+# Object store traffic (validate s3://, publish, pull): one deadline for the whole command (issue 20).
+timeout_option = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=900.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Give up on the object store after this long in total (retries and hanging calls included).",
+)

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import Output, output_options
+from repo_builder.cli.options import Output, output_options, timeout_option
 from repo_builder.errors import UserError
 from repo_builder.fsutil import write_json_atomic
 from repo_builder.gpu import gpu_present
 from repo_builder.repository.kserve import check_name, settings_for, write_inference_service
-from repo_builder.repository.object_store import parse_store_url
+from repo_builder.repository.object_store import parse_store_url, store_deadline
 from repo_builder.repository.publish import PublishOptions, PublishResult, publish_repository
+from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.validate.records import ValidateOptions
 
 
@@ -40,6 +41,7 @@ def _print_result(result: PublishResult, output: Output) -> None:
 @click.option("--kserve", "kserve_name", metavar="NAME", help="Also write a KServe InferenceService NAME next to the report.")
 @click.option("--kserve-gpus", type=click.IntRange(min=0), default=0, show_default=True, help="GPUs the InferenceService asks for.")
 @click.option("--kserve-service-account", metavar="NAME", help="Service account holding the store's credentials.")
+@timeout_option
 @output_options
 def command(
     repo: Path,
@@ -54,6 +56,7 @@ def command(
     kserve_name: str | None,
     kserve_gpus: int,
     kserve_service_account: str | None,
+    timeout: float,
     output: Output,
 ) -> int:
     """Upload the model repository REPO to URL (s3://bucket/prefix, s3://host:port/bucket/prefix, gs://, az://).
@@ -69,6 +72,7 @@ def command(
         check_name(kserve_name)
     if report is not None and not report.parent.is_dir():
         raise UserError(f"--report {report}: the folder {report.parent} does not exist")
+    report_mode = report_write(report, "--report") if report is not None else None  # a link, a FIFO: refused
     options = PublishOptions(
         force=force,
         prune=prune,
@@ -77,11 +81,14 @@ def command(
         attempts=retries + 1,
     )
     tty = sys.stderr.isatty() and not output.quiet
-    result = publish_repository(repo, location, options, output.progress, tty=tty)
+    with store_deadline(timeout):
+        result = publish_repository(repo, location, options, output.progress, tty=tty)
     if dry_run:
         _print_result(result, output)  # what the servers would be given; nothing was written
         return 0
-    if report is not None:
+    if report is not None and report_mode is ReportWrite.IN_PLACE:
+        write_in_place(report, json.dumps(result.to_json(), indent=2) + "\n")
+    elif report is not None:
         write_json_atomic(report, result.to_json())
     if kserve_name is not None:
         folder = report.parent if report is not None else Path.cwd()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import Output, output_options
+from repo_builder.cli.options import Output, output_options, timeout_option
 from repo_builder.gpu import gpu_present
-from repo_builder.repository.object_store import parse_store_url
+from repo_builder.repository.object_store import parse_store_url, store_deadline
 from repo_builder.repository.pull import PullOptions, pull_repository
 from repo_builder.validate.records import ValidateOptions
 
@@ -23,6 +23,7 @@ from repo_builder.validate.records import ValidateOptions
 @click.option("--force", is_flag=True, help="Move the repository into place even when the validator refuses it.")
 @click.option("--gpu/--no-gpu", default=None, help="Whether KIND_GPU instance groups can load [default: nvidia-smi here].")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries of a failed request.")
+@timeout_option
 @output_options
 def command(
     url: str,
@@ -33,6 +34,7 @@ def command(
     force: bool,
     gpu: bool | None,
     retries: int,
+    timeout: float,
     output: Output,
 ) -> int:
     """Download the repository at URL into DIR (staged beside it, validated, then renamed into place).
@@ -48,7 +50,8 @@ def command(
         validate=ValidateOptions(gpu_present=gpu_present() if gpu is None else gpu),
         attempts=retries + 1,
     )
-    result = pull_repository(location, out_dir, options, output.progress)
+    with store_deadline(timeout):
+        result = pull_repository(location, out_dir, options, output.progress)
     if output.json:
         click.echo(json.dumps({"url": location.url, "dir": str(result.out_dir), "files": list(result.files),
                                "bytes": result.total_bytes, "ok": result.report.ok}, indent=2))

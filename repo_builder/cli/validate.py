@@ -12,9 +12,12 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import Output, check_quiet_verbose, quiet_option, verbose_option
-from repo_builder.errors import UserError
+from repo_builder.cli.options import Output, check_quiet_verbose, quiet_option, timeout_option, verbose_option
+from repo_builder.environment import environment_failure
+from repo_builder.errors import ToolError, UserError
 from repo_builder.fsutil import write_text_atomic
+from repo_builder.repository.object_store import store_deadline
+from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.tensorrt_releases import known_releases
 from repo_builder.validate.location import live_settings, validate_location, validate_options
 from repo_builder.validate.records import Severity
@@ -69,6 +72,8 @@ def prepare_report_file(path: Path) -> None:
     """Create the report's folder and check it can be written, before any long validation runs."""
     if path.is_dir():
         raise UserError(f"{path}: is a folder; give a file name for the report")
+    if report_write(path, "--output/--format") is ReportWrite.IN_PLACE:
+        return  # /dev/stdout and its kind: nothing to create
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -79,8 +84,14 @@ def prepare_report_file(path: Path) -> None:
 
 def write_report_file(path: Path, text: str) -> None:
     try:
-        write_text_atomic(path, text)
+        if report_write(path, "--output/--format") is ReportWrite.IN_PLACE:
+            write_in_place(path, text)
+        else:
+            write_text_atomic(path, text)
     except OSError as exc:
+        sentence = environment_failure(OSError(exc.errno, exc.strerror, str(path)))
+        if sentence is not None:  # a full disk, a size limit: the machine's, exit 3
+            raise ToolError(f"cannot write the report: {sentence}") from None
         raise UserError(f"{path}: cannot write the report ({exc.strerror or exc}); choose another path") from None
 
 
@@ -138,6 +149,12 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     default=None,
     help="Whether the deploy target has GPUs (KIND_GPU instances load) [default: yes; under --live: this machine].",
 )
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="The deploy target's GPU count: `gpus: [ids]` are judged against 0..N-1 [default: unknown].",
+)
 @click.option("--live", is_flag=True, help="Also load every model in a real tritonserver (runs the repository's code).")
 @click.option("--tritonserver", metavar="PATH", help="tritonserver binary for --live [default: the one PyTriton ships].")
 @click.option(
@@ -180,6 +197,7 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     "[tool.repo-builder.validate] from the working folder up].",
 )
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@timeout_option
 @quiet_option
 @verbose_option
 def command(
@@ -192,6 +210,7 @@ def command(
     tensorrt_version: str | None,
     allow_pending: bool,
     gpu: bool | None,
+    gpus: int | None,
     live: bool,
     tritonserver: str | None,
     load_timeout: float,
@@ -202,6 +221,7 @@ def command(
     ignore: tuple[str, ...],
     config_file: Path | None,
     isolated: bool,
+    timeout: float,
     quiet: bool,
     verbose: bool,
 ) -> int:
@@ -212,6 +232,8 @@ def command(
     """
     check_quiet_verbose(quiet, verbose)
     _check_live_options(live, tritonserver, load_timeout, allow_unproven)
+    if gpus is not None and gpu is not None and gpu != (gpus > 0):
+        raise click.UsageError(f"--gpus {gpus} contradicts --{'' if gpu else 'no-'}gpu; give one of them")
     options = validate_options(
         strict=strict,
         triton_release=triton_release,
@@ -219,6 +241,7 @@ def command(
         allow_pending=allow_pending,
         gpu=gpu,
         live=live,
+        gpus=gpus,
     )
     if isolated and config_file is not None:
         raise click.UsageError("--isolated ignores configuration files; drop --config or --isolated")
@@ -228,14 +251,15 @@ def command(
         if target.path is not None:
             prepare_report_file(target.path)
     settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
-    report = validate_location(
-        path,
-        options,
-        live=settings,
-        s3_endpoint=s3_endpoint,
-        max_download_bytes=max_download << 20,
-        progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
-    )
+    with store_deadline(timeout):  # s3:// only: the mirror's store traffic
+        report = validate_location(
+            path,
+            options,
+            live=settings,
+            s3_endpoint=s3_endpoint,
+            max_download_bytes=max_download << 20,
+            progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
+        )
     report = apply_rule_config(report, rules)
     for pattern in () if quiet else needs_reason(report, rules):
         click.echo(

@@ -11,17 +11,21 @@ network or store failure that outlived the retries is the environment's (exit 3)
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import random
 import re
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from repo_builder.errors import ToolError, UserError, require
+from repo_builder.redact import redact
 
 T = TypeVar("T")
 # fsspec protocol -> the extra/package that provides it
@@ -101,6 +105,7 @@ def parse_store_url(url: str, endpoint_url: str | None = None) -> StoreUrl:
 
     ``endpoint_url`` (else ``AWS_ENDPOINT_URL``) applies to S3; an endpoint in the URL wins.
     """
+    shown = redact(url)  # every message below quotes the URL: never its credentials
     match = _TRITON_S3.match(url)
     if match:
         scheme = match["scheme"] or "http://"
@@ -109,22 +114,103 @@ def parse_store_url(url: str, endpoint_url: str | None = None) -> StoreUrl:
     else:
         protocol, sep, rest = url.partition("://")
         if not sep or protocol not in ("s3", "gs", "az", "as"):
-            raise UserError(f"{url}: not an object store URL; write s3://bucket/prefix (or gs://, az://)")
+            raise UserError(f"{shown}: not an object store URL; write s3://bucket/prefix (or gs://, az://)")
     account = None
     if protocol == "as":  # Triton's Azure form: as://account/container/path
         account, _, rest = rest.partition("/")
         protocol = "az"
     bucket, _, prefix = rest.partition("/")
+    if "@" in bucket:
+        raise UserError(
+            f"{shown}: credentials in the URL are never used (nor printed); set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead"
+        )
     if not bucket:
-        raise UserError(f"{url}: no bucket in the URL; write {protocol}://bucket/prefix")
+        raise UserError(f"{shown}: no bucket in the URL; write {protocol}://bucket/prefix")
     if protocol == "s3" and not _BUCKET.match(bucket):
-        raise UserError(f"{url}: '{bucket}' is not a valid bucket name (lower-case letters, digits, '.', '-')")
+        raise UserError(f"{shown}: '{bucket}' is not a valid bucket name (lower-case letters, digits, '.', '-')")
     prefix = prefix.strip("/")
     if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
-        raise UserError(f"{url}: the prefix may not contain empty, '.' or '..' parts")
+        raise UserError(f"{shown}: the prefix may not contain empty, '.' or '..' parts")
     if protocol == "s3" and endpoint_url is None:
         endpoint_url = endpoint_from_env()
+    if endpoint_url and redact(endpoint_url) != endpoint_url:
+        raise UserError(
+            f"{redact(endpoint_url)}: credentials in the endpoint URL are never used (nor printed); set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead"
+        )
     return StoreUrl(protocol, bucket, prefix, endpoint_url.rstrip("/") if endpoint_url else None, account)
+
+
+# -- timeouts ------------------------------------------------------------------------------------------
+# Every store call has a connect and a read timeout (botocore's, per request) and the whole command a
+# deadline (``--timeout``): retries, backoff and calls that hang add up to at most what the user asked for.
+DEFAULT_STORE_TIMEOUT = 900.0  # seconds for one command's store traffic (publish of a few GB fits)
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("store_deadline", default=None)
+_TIMEOUT: contextvars.ContextVar[float] = contextvars.ContextVar("store_timeout", default=DEFAULT_STORE_TIMEOUT)
+
+
+@contextlib.contextmanager
+def store_deadline(seconds: float) -> Iterator[None]:
+    """Every store opened inside gives up ``seconds`` after entering (one command's ``--timeout``)."""
+    deadline = _DEADLINE.set(time.monotonic() + seconds)
+    timeout = _TIMEOUT.set(seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(deadline)
+        _TIMEOUT.reset(timeout)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a store's calls must have finished (``time.monotonic()``), and the ``--timeout`` it came from."""
+
+    at: float
+    seconds: float
+    endpoint: str  # for the message: the store's endpoint, credentials redacted
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def expired(self, what: str) -> ToolError:
+        return ToolError(
+            f"{what}: the store at {self.endpoint} did not finish within {self.seconds:g} s (--timeout); check "
+            "that the endpoint is the store's and answers, or raise --timeout"
+        )
+
+
+def current_deadline(endpoint: str) -> Deadline:
+    """The deadline of the command running now (``store_deadline``), else the default from now."""
+    seconds = _TIMEOUT.get()
+    at = _DEADLINE.get()
+    return Deadline(time.monotonic() + seconds if at is None else at, seconds, endpoint)
+
+
+def call_before(action: Callable[[], T], deadline: Deadline, what: str) -> T:
+    """Run ``action``, giving up at the deadline even when the call hangs (a server that accepts and never
+    answers): it runs in a daemon thread, left to its own read timeout, so the process can exit."""
+    remaining = deadline.remaining()
+    if remaining <= 0:
+        raise deadline.expired(what)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = action()
+        except BaseException as exc:  # handed to the caller's thread as is
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="repo-builder-store-call", daemon=True)
+    worker.start()
+    worker.join(remaining)
+    if worker.is_alive():
+        raise deadline.expired(what)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 # -- retries -------------------------------------------------------------------------------------------
@@ -144,17 +230,23 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def with_retries(action: Callable[[], T], what: str, attempts: int = 4, base_delay: float = 0.5,
-                 sleep: Callable[[float], None] = time.sleep) -> T:
+                 sleep: Callable[[float], None] = time.sleep, deadline: Deadline | None = None) -> T:
     """Run ``action``; on a transient failure wait (exponential backoff with jitter) and try again.
 
     The last failure, or the first that is not transient, is raised as a one-line error naming ``what``.
+    With a ``deadline``, each attempt is cut at it and no backoff outlasts it.
     """
     for attempt in range(1, attempts + 1):
         try:
-            return action()
+            return action() if deadline is None else call_before(action, deadline, what)
         except Exception as exc:  # network stacks raise many types; is_transient sorts them
+            if isinstance(exc, ToolError):
+                raise  # the deadline passed: another attempt has no time left
             if attempt < attempts and is_transient(exc):
-                sleep(base_delay * (2 ** (attempt - 1)) * (1 + random.random() / 4))
+                delay = base_delay * (2 ** (attempt - 1)) * (1 + random.random() / 4)
+                if deadline is not None and delay >= deadline.remaining():
+                    raise deadline.expired(what) from None
+                sleep(delay)
                 continue
             raise store_error(exc, what, attempt) from None
     raise AssertionError("unreachable")
@@ -162,7 +254,7 @@ def with_retries(action: Callable[[], T], what: str, attempts: int = 4, base_del
 
 def store_error(exc: BaseException, what: str, attempts: int = 1) -> UserError | ToolError:
     """The error root for a failure: the user's (missing bucket/object) or the environment's."""
-    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    detail = redact(str(exc).splitlines()[0]) if str(exc) else type(exc).__name__
     if isinstance(exc, FileNotFoundError):
         return UserError(f"{what}: not found ({detail}); check the bucket and prefix")
     if "NoCredentials" in type(exc).__name__:
@@ -191,14 +283,16 @@ class Listing:
 class ObjectStore:
     """The files below one prefix, through an fsspec filesystem; every call retried on transient errors."""
 
-    def __init__(self, location: StoreUrl, fs: Any, attempts: int = 4, base_delay: float = 0.5) -> None:
+    def __init__(self, location: StoreUrl, fs: Any, attempts: int = 4, base_delay: float = 0.5,
+                 deadline: Deadline | None = None) -> None:
         self.location = location
         self.fs = fs
         self.attempts = attempts
         self.base_delay = base_delay
+        self.deadline = deadline or current_deadline(redact(location.endpoint_url or location.url))
 
     def _retry(self, action: Callable[[], T], what: str) -> T:
-        return with_retries(action, what, self.attempts, self.base_delay)
+        return with_retries(action, what, self.attempts, self.base_delay, deadline=self.deadline)
 
     def listing(self) -> Listing:
         """Everything below the prefix (empty when there is nothing); a missing bucket is the user's error."""
@@ -272,7 +366,9 @@ def open_store(location: StoreUrl, attempts: int = 4, base_delay: float = 0.5) -
     options: dict[str, Any] = {"skip_instance_cache": True}
     if location.protocol == "s3":
         # Retries are ours (with_retries): botocore's own loop would multiply them.
-        options["config_kwargs"] = {"connect_timeout": 10, "retries": {"max_attempts": 1}}
+        options["config_kwargs"] = {
+            "connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT, "retries": {"max_attempts": 1}
+        }
     if location.protocol == "s3" and location.endpoint_url:
         options["client_kwargs"] = {"endpoint_url": location.endpoint_url}
     if location.account:
@@ -280,7 +376,7 @@ def open_store(location: StoreUrl, attempts: int = 4, base_delay: float = 0.5) -
     try:
         fs = fsspec.filesystem(location.protocol, **options)
     except Exception as exc:  # credentials and configuration problems surface as many types
-        raise ToolError(f"{location.url}: cannot open the object store: {type(exc).__name__}: {exc}") from None
+        raise ToolError(f"{location.url}: cannot open the object store: {type(exc).__name__}: {redact(str(exc))}") from None
     return ObjectStore(location, fs, attempts, base_delay)
 
 

@@ -376,7 +376,7 @@ def publish_repository(
     URL or ``$AWS_ENDPOINT_URL``). ``log`` receives the progress lines the command prints. Raises
     ``RefusedError`` when the local or the published repository does not validate (unless ``force``).
     """
-    repo = Path(repo)
+    repo = Path(repo).absolute()  # the scan resolves paths: the file listing must agree with it
     location = parse_store_url(location) if isinstance(location, str) else location
     options = options or PublishOptions()
     problem = location.triton_url_problem()

@@ -26,11 +26,12 @@ from repo_builder.repository.object_store import (
     open_store,
     parse_store_url,
 )
+from repo_builder.safe_paths import inside, refuse_system_folder
 from repo_builder.triton_layout import SKIPPED_VERSION_FOLDERS
 from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.records import Repository, Severity, ValidateOptions
-from repo_builder.validate.remote import mirror_store
+from repo_builder.validate.remote import mirror_store, unsafe_keys
 from repo_builder.validate.report import Report
 from repo_builder.validate.reporters.formatting import format_diagnostic
 from repo_builder.validate.scan import scan_repository
@@ -84,6 +85,7 @@ def select_files(listing: Listing, repository: Repository, all_files: bool) -> l
 
 
 def _check_target(out_dir: Path, replace: bool) -> None:
+    refuse_system_folder(out_dir, "pull target")
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir}: exists and is not a folder; choose a folder to pull into")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not replace:
@@ -110,10 +112,10 @@ def _verify(store: ObjectStore, stage: Path, relatives: list[str], listing: List
 def _download(store: ObjectStore, stage: Path, relatives: list[str]) -> None:
     pairs = []
     for relative in relatives:
-        parts = PurePosixPath(relative).parts
-        if ".." in parts or relative.startswith("/"):
-            raise RefusedError(f"{store.url_of(relative)}: a key that would leave the target folder; refusing it")
-        target = stage.joinpath(*parts)
+        try:
+            target = inside(stage, relative)
+        except ValueError as exc:
+            raise RefusedError(f"{store.url_of(relative)}: {exc}, which would leave the target folder; refusing it") from None
         target.parent.mkdir(parents=True, exist_ok=True)
         pairs.append((relative, target))
     store.get_files(pairs)
@@ -159,6 +161,9 @@ def pull_repository(
     listing = store.listing()
     if not listing.files:
         raise UserError(f"{location.url}: no objects under this prefix (is the URL right?)")
+    unsafe = unsafe_keys(location.url, listing)
+    if unsafe:
+        raise RefusedError(f"{unsafe[0].line} (RB007); nothing was written")
     with mirror_store(store, listing, max_onnx_bytes=0) as mirrored:
         relatives = select_files(listing, mirrored, options.all_files)
     total = sum(listing.files[r].size for r in relatives)

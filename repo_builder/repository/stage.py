@@ -22,6 +22,7 @@ from pathlib import Path
 
 from repo_builder.errors import UserError
 from repo_builder.repository.lock import repository_lock
+from repo_builder.safe_paths import refuse_system_folder
 from repo_builder.signals import interrupt_on_termination
 
 STAGE_MARK = ".repo-builder-stage-"
@@ -101,6 +102,7 @@ def _remove_if_empty(folders: list[Path]) -> None:
 
 
 def _check_out(out: Path) -> None:
+    refuse_system_folder(out, "--out")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder; choose a folder")
 

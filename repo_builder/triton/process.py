@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from repo_builder.triton import descendants
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -77,19 +79,29 @@ def _death_signal_setup(args: Sequence[str]) -> tuple[list[str], Any]:
 
 
 def spawn(args: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    """Start ``args`` with stdout and stderr appended to ``log_path``, in a new session."""
+    """Start ``args`` with stdout and stderr appended to ``log_path``, in a new session, marked so that
+    ``stop_group`` finds every process it leaves (``descendants.py``)."""
     command, preexec = _death_signal_setup(args)
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            cwd=cwd,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
+    token = descendants.new_token()
+    descendants.subreaper_on()  # before the fork: a model's orphans must come to us, not to init
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**env, descendants.RUN_VARIABLE: token},
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+    except BaseException:
+        descendants.server_stopped(-1)  # no server after all: drop the flag unless another one runs
+        raise
+    descendants.server_started(proc.pid)
+    proc.repo_builder_run = (token, descendants.start_ticks(proc.pid))  # type: ignore[attr-defined]
+    return proc
 
 
 def answers(url: str, timeout: float = 2.0) -> bool:
@@ -121,6 +133,10 @@ def stop_group(proc: subprocess.Popen[bytes], *, grace: float, force: bool = Fal
         time.sleep(0.05)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
+    run = getattr(proc, "repo_builder_run", None)
+    if run is not None:  # what the models started and detached from the group (fork + setsid ...)
+        descendants.end_leftovers(*run)
+        descendants.server_stopped(proc.pid)
 
 
 def remove_shared_memory(prefix: str) -> None:

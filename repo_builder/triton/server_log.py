@@ -10,6 +10,10 @@ import re
 from pathlib import Path
 
 LOG_TAIL_LINES = 4
+# A model may print without end (800 MB at load): what is read back is its head and its tail, so memory
+# stays flat. Load errors are logged last, startup tables first.
+LOG_READ_HEAD = 1 << 20
+LOG_READ_TAIL = 3 << 20
 # What the server logs on every CPU-only machine; never the reason something failed.
 _HARMLESS = ("nvml", "dcgm", "cuda", "gpu metrics", "pinned memory")
 _LOG_LINE = re.compile(r'^(?P<level>[IEW])\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\]\s+"?(?P<message>.*?)"?$')
@@ -23,15 +27,28 @@ def log_size(path: Path | None) -> int:
 
 
 def log_text(path: Path | None, start: int = 0) -> str:
-    """The log from byte ``start`` on (take ``log_size()`` before an action to read what it logged)."""
+    """The log from byte ``start`` on (take ``log_size()`` before an action to read what it logged), at
+    most its first ``LOG_READ_HEAD`` and last ``LOG_READ_TAIL`` bytes, with a line saying what was skipped."""
     if path is None:
         return ""
     try:
         with open(path, "rb") as f:
+            end = f.seek(0, 2)
+            if end - start <= LOG_READ_HEAD + LOG_READ_TAIL:
+                f.seek(start)
+                return f.read().decode("utf-8", errors="replace")
             f.seek(start)
-            return f.read().decode("utf-8", errors="replace")
+            head = f.read(LOG_READ_HEAD)
+            f.seek(end - LOG_READ_TAIL)
+            tail = f.read(LOG_READ_TAIL)
     except OSError:
         return ""
+    skipped = end - start - len(head) - len(tail)
+    return (
+        head.decode("utf-8", errors="replace")
+        + f"\n[... {skipped:,} bytes of the server log skipped ...]\n"
+        + tail.decode("utf-8", errors="replace")
+    )
 
 
 def log_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:

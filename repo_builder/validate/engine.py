@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repo_builder.validate.analysis.bounded import bounded_text
 from repo_builder.validate.analysis.positions import finding_position
 from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.records import (
@@ -54,7 +55,7 @@ def _diagnostic(rule: Rule, f: Finding, model: ModelEntry | None, root: Path) ->
         path=_relative(f.path, model, root),
         model=model.name if model is not None else None,
         version=f.version,
-        hint=f.hint,
+        hint=bounded_text(f.hint),
         line=line,
         column=column if line is not None else None,
     )

@@ -77,6 +77,7 @@ def validate_options(
     allow_pending: bool,
     gpu: bool | None,
     live: bool,
+    gpus: int | None = None,
 ) -> ValidateOptions:
     """The options of ``validate``'s flags: the TensorRT target checked (``check_tensorrt_target``) and
     the deploy target's GPUs decided (``target_has_gpu``)."""
@@ -86,7 +87,8 @@ def validate_options(
         triton_release=triton_release,
         tensorrt_version=tensorrt_version,
         allow_pending=allow_pending,
-        gpu_present=target_has_gpu(gpu, live=live),
+        gpu_present=target_has_gpu(gpu if gpus is None else gpus > 0, live=live),
+        gpu_count=gpus,
     )
 
 
@@ -149,6 +151,7 @@ def validate(
     max_download_mb: int = DEFAULT_MAX_ONNX_BYTES >> 20,
     select: tuple[str, ...] = (),
     ignore: tuple[str, ...] = (),
+    gpus: int | None = None,
 ) -> Report:
     """Validate a Triton model repository; the Python form of ``repo-builder validate``.
 
@@ -157,7 +160,8 @@ def validate(
     offline; under ``live``, whether this machine has). ``triton_release`` (``"24.08"``): the target
     release for TensorRT version checks (an unknown one is a ``UserError``); ``tensorrt_version``
     (``"10.3.0"``): the TensorRT version itself, which wins over the release's. ``allow_pending``:
-    TensorRT plans still to compile are warnings.
+    TensorRT plans still to compile are warnings. ``gpus``: the target's GPU count (``gpus: [ids]``
+    judged against 0..gpus-1; default unknown).
     ``live``: also load every model in a real tritonserver (``tritonserver``: its binary; ``load_timeout``
     seconds per model; ``allow_unproven``: models it cannot load here do not fail the report).
     ``select`` / ``ignore``: rule codes, prefixes or names as on the command line (``"RB401:reason"``);
@@ -169,6 +173,8 @@ def validate(
         raise UserError("load_timeout must be positive")
     if max_download_mb < 0:
         raise UserError("max_download_mb must be >= 0")
+    if gpus is not None and (gpus < 0 or (gpu is not None and gpu != (gpus > 0))):
+        raise UserError(f"gpus={gpus}: give a count >= 0 that agrees with gpu={gpu}")
     options = validate_options(
         strict=strict,
         triton_release=triton_release,
@@ -176,6 +182,7 @@ def validate(
         allow_pending=allow_pending,
         gpu=gpu,
         live=live,
+        gpus=gpus,
     )
     settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
     rules = resolve_rule_config(RuleChoice(select=select, ignore=ignore, isolated=True))

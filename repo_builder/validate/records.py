@@ -174,6 +174,7 @@ class ValidateOptions:
     tensorrt_version: str | None = None  # e.g. "10.3.0": what plans must match; wins over triton_release
     allow_pending: bool = False  # TensorRT plans still to be compiled are warnings, not errors
     gpu_present: bool = True  # the deploy target has GPUs (KIND_GPU groups load only there)
+    gpu_count: int | None = None  # how many (``--gpus N``): ids 0..N-1 exist; None: unknown
 
     @property
     def target(self) -> str:

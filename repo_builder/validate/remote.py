@@ -32,6 +32,7 @@ from repo_builder.repository.object_store import (
     parse_store_url,
     read_publish_state,
 )
+from repo_builder.safe_paths import inside, key_problem
 from repo_builder.triton_layout import CONFIG_FILE, MAX_PYTHON_BYTES
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.records import (
@@ -92,15 +93,19 @@ def _lay_out(root: Path, listing: Listing, max_onnx_bytes: int) -> list[tuple[st
     """Create the listing's folders and files under ``root``; return the (relative, local) pairs to fetch."""
     fetch = []
     for folder in sorted(listing.folders):
-        if ".." not in PurePosixPath(folder).parts:
-            try:
-                root.joinpath(*PurePosixPath(folder).parts).mkdir(parents=True, exist_ok=True)
-            except OSError:
-                continue  # a folder key that is also a file: Triton cannot use it either
+        try:
+            inside(root, folder).mkdir(parents=True, exist_ok=True)
+        except ValueError:
+            continue  # '/etc', '..': reported as RB007, never created
+        except OSError:
+            continue  # a folder key that is also a file: Triton cannot use it either
     for relative, info in sorted(listing.files.items()):
-        if relative == PUBLISH_STATE_FILE or ".." in PurePosixPath(relative).parts:
+        try:
+            target = inside(root, relative)
+        except ValueError:
+            continue  # '//etc/passwd', '../x': reported as RB007, never written
+        if relative == PUBLISH_STATE_FILE:
             continue
-        target = root.joinpath(*PurePosixPath(relative).parts)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if wanted(relative, info.size, max_onnx_bytes):
@@ -176,7 +181,16 @@ PUBLISHED_FILE_CHANGED = StoreCode(
     "A file the last complete ``repo-builder publish`` uploaded is missing from the store, or has another "
     "size than the one uploaded (a truncated upload, a hand edit). Publish again.",
 )
-STORE_CODES: tuple[StoreCode, ...] = (PUBLISH_INTERRUPTED, PUBLISHED_FILE_CHANGED)
+UNSAFE_KEY = StoreCode(
+    "RB007",
+    "store-key-unsafe",
+    Severity.ERROR,
+    "An object's key below the repository's prefix is not a plain relative path: it starts with '/' "
+    "(``prefix//etc/passwd``), or holds an empty, ``.`` or ``..`` part or a NUL byte. Written to "
+    "a local folder it would land outside it, so ``validate s3://`` and ``pull`` never write it (``pull`` "
+    "refuses the repository); what a server does with it depends on its store client. Delete the object.",
+)
+STORE_CODES: tuple[StoreCode, ...] = (PUBLISH_INTERRUPTED, PUBLISHED_FILE_CHANGED, UNSAFE_KEY)
 
 
 @dataclass(frozen=True)
@@ -238,6 +252,17 @@ def interrupted_problem(url: str, state: dict[str, Any] | None) -> tuple[StorePr
     return (StoreProblem(PUBLISH_INTERRUPTED, PUBLISH_STATE_FILE, message or sentence, hint, url),)
 
 
+def unsafe_keys(url: str, listing: Listing) -> tuple[StoreProblem, ...]:
+    """Keys that would leave a local folder if written below it (never written: see ``_lay_out``)."""
+    out = []
+    for relative in sorted(set(listing.files) | listing.folders):
+        problem = key_problem(relative)
+        if problem is not None:
+            shown = relative.encode("unicode_escape").decode("ascii")
+            out.append(StoreProblem(UNSAFE_KEY, shown, f"the key holds {problem}", "delete the object", url))
+    return tuple(out)
+
+
 def record_mismatches(url: str, state: dict[str, Any] | None, listing: Listing) -> tuple[StoreProblem, ...]:
     """Files the last complete publish recorded that are now missing or of another size (a truncated
     upload, a hand edit): the offline rules cannot see these when they do not download the file."""
@@ -271,7 +296,7 @@ def check_store(
     listing = store.listing()
     state = read_publish_state(store, listing)
     url = store.location.url
-    problems = interrupted_problem(url, state) + record_mismatches(url, state, listing)
+    problems = unsafe_keys(url, listing) + interrupted_problem(url, state) + record_mismatches(url, state, listing)
     with mirror_store(store, listing, max_onnx_bytes) as repository:
         report = judge(repository, options)
     return RemoteVerdict(report, problems)

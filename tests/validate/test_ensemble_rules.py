@@ -258,20 +258,35 @@ def test_tensor_mapping_passes_when_unmapped_member_input_is_optional(tmp_path: 
     assert messages(tmp_path, "RB509") == []
 
 
-def test_tensor_mapping_needs_model_file_when_member_io_comes_from_autocomplete(tmp_path: Path) -> None:
+def test_tensor_mapping_judged_from_graph_when_onnx_member_io_comes_from_autocomplete(tmp_path: Path) -> None:
     from validate_repo_helpers import onnx_bytes
 
     model = onnx_bytes([("INPUT0", "FLOAT", ["batch", 16])], [("OUTPUT0", "FLOAT", ["batch", 16])])
-    # No inputs/outputs in the config: ONNX Runtime fills them in from model.onnx.
+    # No inputs/outputs in the config: ONNX Runtime fills them in from model.onnx, which validate reads.
     write_model(
         tmp_path, "a", 'name: "a"\nbackend: "onnxruntime"\nmax_batch_size: 4\n', {"1/model.onnx": model}
     )
     ensemble(tmp_path, "e", [step("a", {"INPUT0": "data"}, {"OUTPUT0": "prob"})])
     report = validate(tmp_path)
+    assert found(report, "RB509") == []
+    assert not errors(report, "e")
+    ensemble(tmp_path, "bad", [step("a", {"INPUT": "data"}, {"OUTPUT0": "prob"})])
+    assert [d.message for d in found(validate(tmp_path), "RB509")] == [
+        "in ensemble bad, ensemble tensor data is mapping to non-existing input INPUT in model a"
+    ]
+
+
+def test_tensor_mapping_needs_model_file_when_python_member_fills_its_own_io(tmp_path: Path) -> None:
+    model_py = (
+        "class TritonPythonModel:\n    @staticmethod\n    def auto_complete_config(config):\n        return config\n\n"
+        "    def execute(self, requests):\n        return requests\n"
+    )
+    write_model(tmp_path, "a", 'name: "a"\nbackend: "python"\nmax_batch_size: 4\n', {"1/model.py": model_py})
+    ensemble(tmp_path, "e", [step("a", {"INPUT0": "data"}, {"OUTPUT0": "prob"})])
+    report = validate(tmp_path)
     [d] = found(report, "RB509")
     assert d.severity == Severity.INFO
     assert "need the model file" in d.message
-    assert not errors(report, "e")
 
 
 def test_tensor_consistency_fails_when_data_types_differ(tmp_path: Path) -> None:

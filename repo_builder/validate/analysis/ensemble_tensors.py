@@ -11,8 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from repo_builder.validate.analysis.autocomplete import backend_fills_io, io_autocompleted
+from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.ensemble_graph import lookup, member_names, members_ok, memo, steps
 from repo_builder.validate.analysis.enums import enum_name
+from repo_builder.validate.analysis.onnx_autocomplete import onnx_completed_config
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import TYPE_INVALID, WILDCARD
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext, Severity
@@ -101,13 +103,18 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
     name = config_name(model)
     batching = cfg.max_batch_size > 0
     out: list[GraphFinding] = []
-    unknown = [n for n in member_names(model) if not member_io_final(lookup(ctx, n), ctx)]
+    # A member whose tensors come from its model file: completed from its ONNX graph when that can be read
+    # (core judges the ensemble against each member's completed config), else unknown.
+    completed = {
+        n: onnx_completed_config(lookup(ctx, n), ctx) for n in member_names(model) if not member_io_final(lookup(ctx, n), ctx)
+    }
+    unknown = [n for n, c in completed.items() if c is None]
     if unknown:
         out.append(
             GraphFinding(
                 "mapping",
                 Finding(
-                    f"ensemble '{name}': the inputs and outputs of {', '.join(unknown)} come from the model file "
+                    f"ensemble '{name}': the inputs and outputs of {name_list(unknown)} come from the model file "
                     "(auto-complete), so the tensor checks need the model file",
                     severity=Severity.INFO,
                     hint="declare the member's inputs and outputs in its config.pbtxt to have them checked offline",
@@ -127,8 +134,8 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
 
     for step in steps(model):
         member = lookup(ctx, step.model_name)
-        mcfg = member.config
         mname = step.model_name
+        mcfg = completed.get(mname) or member.config
         if mcfg is None:
             if mname in unknown:
                 return out
@@ -152,7 +159,7 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
         hint = (
             f"'{mname}' has no config.pbtxt and auto-complete fills in no inputs or outputs for it (a model.py "
             "without auto_complete_config): write its config.pbtxt"
-            if member.config is None
+            if member.config is None and completed.get(mname) is None
             else None
         )
         out.extend(GraphFinding(stage, Finding(text, hint=hint)) for stage, text in problems)

@@ -9,6 +9,7 @@ import os
 from typing import Any, NamedTuple
 
 from repo_builder.dtypes import _BY_ONNX_ID
+from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.onnx_graph import OnnxSignature, OnnxTensor
 from repo_builder.validate.records import Severity
@@ -28,7 +29,7 @@ def _shape(dims: tuple[int, ...] | list[int]) -> str:
     return "[" + ",".join(str(d) for d in dims) + "]"
 
 
-def _triton_type(elem_type: int | None) -> str:
+def triton_type(elem_type: int | None) -> str:
     dtype = _BY_ONNX_ID.get(elem_type) if elem_type is not None else None
     return dtype.triton if dtype is not None else "TYPE_INVALID"
 
@@ -101,7 +102,7 @@ def _sequence_inputs(config: Any) -> int:
     return sum(1 for kind in _SEQUENCE_CONTROLS if kind in names) + len(seq.state)
 
 
-def _autocomplete_batching(name: str, mbs: int, sig: OnnxSignature) -> tuple[int, OnnxProblem | None]:
+def autocomplete_batching(name: str, mbs: int, sig: OnnxSignature) -> tuple[int, OnnxProblem | None]:
     """The backend's auto-complete decides batching from the graph: (max_batch_size, problem)."""
     tensors = [*sig.inputs, *sig.outputs]
     batching = all(t.dims is not None and len(t.dims) > 0 and t.dims[0] == -1 for t in tensors)
@@ -134,7 +135,7 @@ def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> li
     have_inputs = len(inputs) + len(config.batch_input) > 0
     if not strict and not (have_inputs and outputs):
         # Auto-complete fills missing inputs/outputs from the graph (consistent by construction).
-        mbs, problem = _autocomplete_batching(name, mbs, sig)
+        mbs, problem = autocomplete_batching(name, mbs, sig)
         if problem is not None:
             problems.append(problem)
             if problem.code == "RB606":
@@ -151,7 +152,7 @@ def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> li
                     "RB602",
                     f"unable to load model '{name}', configuration expects {expected} inputs, model provides "
                     f"{len(sig.inputs)}",
-                    "the graph's inputs are: " + (", ".join(t.name for t in sig.inputs) or "(none)"),
+                    "the graph's inputs are: " + name_list(t.name for t in sig.inputs),
                 )
             )
     problems.extend(_compare_inputs(name, inputs, sig, mbs))
@@ -162,7 +163,7 @@ def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> li
 def _compare_inputs(name: str, inputs: list[Any], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
     problems: list[OnnxProblem] = []
     by_name = {t.name: t for t in (*sig.inputs, *sig.overridable)}
-    allowed = ", ".join(sorted(by_name, key=os.fsencode))
+    allowed = name_list(sorted(by_name, key=os.fsencode))
     for io in inputs:
         if not _well_formed(io):
             continue
@@ -193,7 +194,7 @@ def _compare_inputs(name: str, inputs: list[Any], sig: OnnxSignature, mbs: int) 
 def _compare_outputs(name: str, config: Any, outputs: list[Any], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
     problems: list[OnnxProblem] = []
     out_by_name = {t.name: t for t in sig.outputs}
-    allowed_out = ", ".join(sorted(out_by_name, key=os.fsencode))
+    allowed_out = name_list(sorted(out_by_name, key=os.fsencode))
     batch_targets = {t for bo in config.batch_output for t in bo.target_name}
     for io in outputs:
         if not _well_formed(io):
@@ -219,7 +220,7 @@ def _compare_tensor(
 ) -> list[OnnxProblem]:
     out: list[OnnxProblem] = []
     expected = _config_type(io)
-    actual = _triton_type(tensor.elem_type)
+    actual = triton_type(tensor.elem_type)
     if tensor.elem_type is not None and expected != actual:
         out.append(
             OnnxProblem(

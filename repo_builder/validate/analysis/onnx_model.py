@@ -42,7 +42,7 @@ def onnx_file(model: ModelEntry, number: int, filename: str) -> Path | None:
     return path
 
 
-def _not_downloaded(model: ModelEntry, number: int, filename: str, path: Path) -> int | None:
+def not_downloaded(model: ModelEntry, number: int, filename: str, path: Path) -> int | None:
     """Size of a remote file that was listed but not fetched (a zero-byte placeholder), else None."""
     v = version_folder(model, number)
     entry = v.entry(filename) if v is not None else None
@@ -103,7 +103,7 @@ def _check_version(model: ModelEntry, ctx: RuleContext, number: int, filename: s
     path = onnx_file(model, number, filename)
     if path is None:
         return None
-    size = _not_downloaded(model, number, filename, path)
+    size = not_downloaded(model, number, filename, path)
     if size is not None:
         problem = OnnxProblem(
             "RB601",

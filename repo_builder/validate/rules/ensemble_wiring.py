@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.ensemble_graph import (
     config_ok,
     cycle,
@@ -84,7 +85,7 @@ def check_members_exist(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding
     missing = missing_members(model, ctx)
     if missing:
         yield Finding(
-            f"ensemble {config_name(model)} contains models that are not available or ambiguous: {', '.join(missing)}",
+            f"ensemble {config_name(model)} contains models that are not available or ambiguous: {name_list(missing)}",
             hint="model_name must equal a model folder name in this repository",
         )
 

@@ -9,9 +9,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from repo_builder.validate.analysis.backends import Device, backend_info
-from repo_builder.validate.analysis.devices import KIND_AUTO, KIND_CPU, KIND_GPU, KIND_MODEL, resolved_kind
+from repo_builder.validate.analysis.devices import (
+    KIND_AUTO,
+    KIND_CPU,
+    KIND_GPU,
+    KIND_MODEL,
+    gpu_exists,
+    resolved_kind,
+)
 from repo_builder.validate.analysis.resolve import config_name, judged, model_backend, resolve_backend
-from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+from repo_builder.validate.records import (
+    Finding,
+    ModelEntry,
+    Rule,
+    RuleContext,
+    Severity,
+    ValidateOptions,
+    rule,
+)
 
 # Triton's default TRITON_MIN_COMPUTE_CAPABILITY, printed with std::to_string in its GPU message.
 MIN_COMPUTE_CAPABILITY = "6.000000"
@@ -40,7 +55,9 @@ def check_instance_group_devices(model: ModelEntry, ctx: RuleContext) -> Iterabl
     minimum required CUDA compute compatibility of ... are: ..."). A backend that runs only on GPUs
     (TensorRT: "TensorRT backend supports only GPU device") refuses the KIND_CPU that KIND_AUTO becomes
     on a CPU-only target. The target has GPUs unless validate runs with `--no-gpu`; negative ids never
-    exist. A backend that runs only on CPUs (OpenVINO: "Triton openVINO backend supports only CPU
+    exist. `--gpus N` gives the target's GPU count: ids 0..N-1 exist, `gpus: [42]` is refused as Triton
+    refuses it there (and a KIND_AUTO group listing it becomes KIND_CPU); without it, an id above 0 is
+    unknown (an info), never passed as checked. A backend that runs only on CPUs (OpenVINO: "Triton openVINO backend supports only CPU
     device") refuses KIND_GPU, KIND_MODEL and a written KIND_AUTO group on a target with GPUs (with
     no `instance_group` it gets its preferred KIND_CPU), and TensorRT refuses KIND_MODEL as it does
     KIND_CPU. Ensembles have no instance groups (RB5xx).
@@ -58,10 +75,11 @@ def check_instance_group_devices(model: ModelEntry, ctx: RuleContext) -> Iterabl
         return
     name = config_name(model)
     yield from _gpu_only_on_cpu_target(model, gpu_present)
-    yield from _kind_refused_by_backend(model, gpu_present)
+    yield from _kind_refused_by_backend(model, gpu_present, ctx.options.gpu_count)
     for index, group in enumerate(cfg.instance_group):
         prefix = f"instance group {_group_name(cfg, index, name)} of model {name}"
-        yield from _group_problems(prefix, group, resolved_kind(group, gpu_present), gpu_present, model)
+        kind = resolved_kind(group, gpu_present, ctx.options.gpu_count)
+        yield from _group_problems(prefix, group, kind, ctx.options, model)
 
 
 def _gpu_only_on_cpu_target(model: ModelEntry, gpu_present: bool) -> Iterator[Finding]:
@@ -81,7 +99,7 @@ def _gpu_only_on_cpu_target(model: ModelEntry, gpu_present: bool) -> Iterator[Fi
     )
 
 
-def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool) -> Iterator[Finding]:
+def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool, gpu_count: int | None) -> Iterator[Finding]:
     """An instance kind the backend refuses once core has resolved KIND_AUTO (backends.py ``devices``).
 
     OpenVINO runs only KIND_CPU (without ``instance_group`` it gets its preferred KIND_CPU, but a
@@ -93,7 +111,7 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool) -> Iterator[F
         return
     name = config_name(model)
     for index, group in enumerate(model.config.instance_group):
-        kind = resolved_kind(group, gpu_present)
+        kind = resolved_kind(group, gpu_present, gpu_count)
         if kind not in _KIND_DEVICE or _KIND_DEVICE[kind] in info.devices:
             continue
         if kind == KIND_CPU and (group.kind == KIND_AUTO or resolved.backend == "tensorrt"):
@@ -109,7 +127,8 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool) -> Iterator[F
         )
 
 
-def _group_problems(prefix: str, group: object, kind: int, gpu_present: bool, model: ModelEntry) -> Iterator[Finding]:
+def _group_problems(prefix: str, group: object, kind: int, options: ValidateOptions, model: ModelEntry) -> Iterator[Finding]:
+    gpu_present = options.gpu_present
     if kind in (KIND_CPU, KIND_MODEL) and group.gpus:
         label = "KIND_CPU" if kind == KIND_CPU else "KIND_MODEL"
         hint = "KIND_AUTO falls back to KIND_CPU when no GPU is present" if group.kind == KIND_AUTO else None
@@ -125,13 +144,28 @@ def _group_problems(prefix: str, group: object, kind: int, gpu_present: bool, mo
             if info is not None and info.gpu_only
             else "use kind: KIND_CPU (or KIND_AUTO) for CPU-only servers, or validate without --no-gpu",
         )
-    for gid in group.gpus:
-        if gid < 0 or not gpu_present:
-            # Triton lists the usable GPU ids after "are: "; offline we only know none exist here.
+    yield from _gpu_ids(prefix, group.gpus, options)
+
+
+def _gpu_ids(prefix: str, gpus: Iterable[int], options: ValidateOptions) -> Iterator[Finding]:
+    """Each listed GPU id exists on the target (``--gpus N``: 0..N-1); unknown without the count."""
+    count = options.gpu_count if options.gpu_present else 0
+    for gid in gpus:
+        exists = gpu_exists(gid, options.gpu_present, options.gpu_count)
+        if exists is None:
+            yield Finding(
+                f"{prefix} asks for gpu id {gid}: whether the target has that many GPUs is unknown",
+                severity=Severity.INFO,
+                hint=f"pass --gpus N (the target's GPU count) to have it judged; it loads only with at least {gid + 1}",
+            )
+        elif not exists:
+            # Triton lists the usable GPU ids after "are: ": known only with --gpus (or none: --no-gpu).
+            usable = ", ".join(str(i) for i in range(min(count or 0, 64)))
             yield Finding(
                 f"{prefix} specifies invalid or unsupported gpu id {gid}. GPUs with at least the minimum "
-                f"required CUDA compute compatibility of {MIN_COMPUTE_CAPABILITY} are: ",
-                hint="the target has no GPU (--no-gpu)" if not gpu_present else "GPU ids count from 0",
+                f"required CUDA compute compatibility of {MIN_COMPUTE_CAPABILITY} are: {usable}",
+                hint="the target has no GPU (--no-gpu)" if not options.gpu_present else
+                f"GPU ids count from 0: the target has {count} (--gpus)" if count else "GPU ids count from 0",
             )
 
 

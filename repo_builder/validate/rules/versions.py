@@ -8,12 +8,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from repo_builder.triton_layout import SKIPPED_VERSION_FOLDERS
+from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.manifest import LABELS_FILE, built_role, labels_count, manifest
 from repo_builder.validate.analysis.onnx_compare import compare_onnx
 from repo_builder.validate.analysis.onnx_graph import OnnxSignature
 from repo_builder.validate.analysis.onnx_model import onnx_file, onnx_filename, read_version_signature
 from repo_builder.validate.analysis.versions import is_unlistable, versions_to_load
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+
+# Triton converts a version folder's name to int64 (std::stoll): a longer number fails to convert.
+_MAX_VERSION = 2**63 - 1
+
+
+def _rename_hint(name: str) -> str:
+    """What to rename an ignored version folder to: its number without leading zeros, when that is a
+    version Triton can read and another name than its own (``99999999999999999999`` is neither)."""
+    suggestion = name.lstrip("0") or "0"
+    if suggestion.isascii() and suggestion.isdigit() and suggestion != name and int(suggestion) <= _MAX_VERSION:
+        return f"rename it to '{suggestion}'"
+    if suggestion.isascii() and suggestion.isdigit():
+        return f"version numbers must fit in a signed 64-bit integer (at most {_MAX_VERSION}); rename it to 1, 2, ..."
+    return "version folders are named by a number (1, 2, ...)"
 
 
 @rule("RB107", "version-folder-ignored", Severity.WARNING)
@@ -33,12 +48,7 @@ def check_version_folder_ignored(model: ModelEntry, ctx: RuleContext) -> Iterato
     """
     for v in model.versions:
         if v.number is None and v.name not in SKIPPED_VERSION_FOLDERS and v.ignored:
-            suggestion = v.name.lstrip("0") or "0"
-            hint = (
-                f"rename it to '{suggestion}'"
-                if suggestion.isdigit()
-                else "version folders are named by a number (1, 2, ...)"
-            )
+            hint = _rename_hint(v.name)
             # No digit: a folder of assets beside the versions, not a version that was meant to load.
             severity = None if any(c.isdigit() for c in v.name) else Severity.INFO
             yield Finding(v.ignored, path=v.path, hint=hint, severity=severity)
@@ -124,7 +134,7 @@ def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> Iterator[
     if ignored:
         hint = (
             "Triton ignores the folder(s) "
-            + ", ".join(f"'{n}'" for n in ignored)
+            + name_list(f"'{n}'" for n in ignored)
             + "; name a version folder 1"
         )
     elif model.version_numbers:
