@@ -42,6 +42,10 @@ NOT_A_FILE = "not a file read (a Triton model load, a URL, a socket)"
 # "module::function::call" -> why it may bypass the guarded reader.
 EXCEPTIONS: dict[str, str] = {
     "guarded_read.py::_open_beneath::os.open": "the guarded reader itself",
+    "environment.py::silence_stdout::os.open": "not a read: /dev/null opened to silence a dead stdout",
+    "safe_paths.py::write_in_place::open": "a write, not a read: a report to /dev/stdout-like targets the user named",
+    "triton/descendants.py::_carries::_PROC / str(pid) / 'environ'.read_bytes": "not a repository file: /proc of the server's own process tree",
+    "triton/descendants.py::_stat::_PROC / str(pid) / 'stat'.read_text": "not a repository file: /proc of the server's own process tree",
     "report/records.py::load_record::path.read_text": USER_NAMED + " (report RESULT.json: regular file, size checked first)",
     "tune/runner.py::CandidateRunner.measure::self.server.load": "not a file read: the server loads a model by name",
     "validate/rule_config.py::read_config_file::path.read_text": USER_NAMED + " (--config, or the settings file found beside the working folder: regular file, at most 1 MiB)",
