@@ -74,8 +74,18 @@ def forwards_headers(pattern: str | None) -> tuple[str, ...]:
     without regard to case; Python's ``re`` agrees with RE2 on the patterns people write for this."""
     if not pattern:
         return HEADERS
-    try:
-        compiled = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        raise UserError(f"--http-header-forward-pattern {pattern!r}: not a regular expression ({exc})") from None
+    compiled = re.compile(check_forward_pattern(pattern) or "", re.IGNORECASE)
     return tuple(h for h in HEADERS if not compiled.search(h))
+
+
+def check_forward_pattern(pattern: str | None, option: str = "--http-header-forward-pattern") -> str | None:
+    """A pattern Python can compile (one line, no NUL); None stays None."""
+    if pattern is None:
+        return None
+    if not pattern or "\x00" in pattern or "\n" in pattern or len(pattern) > 1024:
+        raise UserError(f"{option} {pattern!r}: give a regular expression of header names, e.g. '{FORWARD_PATTERN}'")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise UserError(f"{option} {pattern!r}: not a regular expression ({exc}); e.g. '{FORWARD_PATTERN}'") from None
+    return pattern

@@ -136,6 +136,12 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     default=None,
     help="Whether the deploy target has GPUs (KIND_GPU instances load) [default: yes; under --live: this machine].",
 )
+@click.option(
+    "--http-header-forward-pattern",
+    metavar="REGEX",
+    help="The target tritonserver's --http-header-forward-pattern [default: none forwarded]; NVCF runs 'NVCF-.*'. "
+    "Steps built with --nvcf-assets warn (RB801) when their headers are not forwarded.",
+)
 @click.option("--live", is_flag=True, help="Also load every model in a real tritonserver (runs the repository's code).")
 @click.option("--tritonserver", metavar="PATH", help="tritonserver binary for --live [default: the one PyTriton ships].")
 @click.option(
@@ -168,6 +174,7 @@ def command(
     tensorrt_version: str | None,
     allow_pending: bool,
     gpu: bool | None,
+    http_header_forward_pattern: str | None,
     live: bool,
     tritonserver: str | None,
     load_timeout: float,
@@ -191,6 +198,7 @@ def command(
         allow_pending=allow_pending,
         gpu=gpu,
         live=live,
+        http_header_forward_pattern=http_header_forward_pattern,
     )
     targets = report_targets(formats, output)
     for target in targets:

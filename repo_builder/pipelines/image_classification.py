@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from repo_builder.pipelines.assemble import BuildOptions
 
 IMAGE_INPUT = "IMAGE"
+ASSET_ENSEMBLE_COMMENT = ("Clients call this: IMAGE (encoded bytes) or IMAGE_ASSET (NVCF asset ids), exactly one, TYPE_STRING [1] "
+                          "-> LABELS, SCORES, CLASS_IDS (top-k).")
 
 
 def render_image_pipeline(
@@ -86,7 +88,7 @@ def render_image_pipeline(
         model_inputs=[model_input.name],
         logits=logits,
         labels=labels,
-        comment="Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
+        comment=ASSET_ENSEMBLE_COMMENT if settings.nvcf else "Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from repo_builder.errors import UserError
+from repo_builder.nvcf import check_forward_pattern
 from repo_builder.tensorrt_releases import expected_tensorrt, normalize_release
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.live import LiveSettings, Progress, validate_live
@@ -75,6 +76,7 @@ def validate_options(
     allow_pending: bool,
     gpu: bool | None,
     live: bool,
+    http_header_forward_pattern: str | None = None,
 ) -> ValidateOptions:
     """The options of ``validate``'s flags: the TensorRT target checked (``check_tensorrt_target``) and
     the deploy target's GPUs decided (``target_has_gpu``)."""
@@ -85,6 +87,7 @@ def validate_options(
         tensorrt_version=tensorrt_version,
         allow_pending=allow_pending,
         gpu_present=target_has_gpu(gpu, live=live),
+        http_header_forward_pattern=check_forward_pattern(http_header_forward_pattern),
     )
 
 
@@ -145,6 +148,7 @@ def validate(
     allow_unproven: bool = False,
     s3_endpoint: str | None = None,
     max_download_mb: int = DEFAULT_MAX_ONNX_BYTES >> 20,
+    http_header_forward_pattern: str | None = None,
 ) -> Report:
     """Validate a Triton model repository; the Python form of ``repo-builder validate``.
 
@@ -153,7 +157,8 @@ def validate(
     offline; under ``live``, whether this machine has). ``triton_release`` (``"24.08"``): the target
     release for TensorRT version checks (an unknown one is a ``UserError``); ``tensorrt_version``
     (``"10.3.0"``): the TensorRT version itself, which wins over the release's. ``allow_pending``:
-    TensorRT plans still to compile are warnings.
+    TensorRT plans still to compile are warnings. ``http_header_forward_pattern``: the target server's
+    (NVCF: ``"NVCF-.*"``); a step reading NVCF assets warns (RB801) when it does not forward their headers.
     ``live``: also load every model in a real tritonserver (``tritonserver``: its binary; ``load_timeout``
     seconds per model; ``allow_unproven``: models it cannot load here do not fail the report). Returns the ``Report``; ``report.ok`` and ``report.exit_code()`` give the verdict.
     Raises ``repo_builder.errors.UserError`` for bad input and ``ToolError`` when a tool fails.
@@ -169,6 +174,7 @@ def validate(
         allow_pending=allow_pending,
         gpu=gpu,
         live=live,
+        http_header_forward_pattern=http_header_forward_pattern,
     )
     settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
     return validate_location(

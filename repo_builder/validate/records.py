@@ -162,6 +162,8 @@ class ValidateOptions:
     tensorrt_version: str | None = None  # e.g. "10.3.0": what plans must match; wins over triton_release
     allow_pending: bool = False  # TensorRT plans still to be compiled are warnings, not errors
     gpu_present: bool = True  # the deploy target has GPUs (KIND_GPU groups load only there)
+    # The target tritonserver's --http-header-forward-pattern (None: it forwards no headers; NVCF: 'NVCF-.*').
+    http_header_forward_pattern: str | None = None
 
     @property
     def target(self) -> str:
