@@ -14,6 +14,8 @@ from repo_builder.cli.main import main
 MAX_ASSETS = 4
 MAX_ASSET_BYTES = 200_000
 TOP_K = 5
+IMAGES = {"a-320x240.jpg": (320, 240, "JPEG", 1), "b-240x320.png": (240, 320, "PNG", 2),
+          "c-500x375.jpg": (500, 375, "JPEG", 3), "d-256x256.png": (256, 256, "PNG", 4)}
 
 
 def build_asset_repository(repo: Path, root: Path, *extra: str) -> None:

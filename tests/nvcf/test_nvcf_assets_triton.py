@@ -11,22 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from nvcf_helpers import (
-    MAX_ASSET_BYTES,
-    MAX_ASSETS,
-    answer,
-    build_asset_repository,
-    bytes_input,
-    make_image,
-    nvcf_headers,
-    refusal,
-)
+from nvcf_helpers import IMAGES, MAX_ASSET_BYTES, MAX_ASSETS, answer, bytes_input, nvcf_headers, refusal
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
-
-IMAGES = {"a-320x240.jpg": (320, 240, "JPEG", 1), "b-240x320.png": (240, 320, "PNG", 2),
-          "c-500x375.jpg": (500, 375, "JPEG", 3), "d-256x256.png": (256, 256, "PNG", 4)}
-
 
 class Served:
     def __init__(self, server: Any, root: Path, images: dict[str, bytes]) -> None:
@@ -43,21 +30,14 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(asset_repository: Any) -> Iterator[Served]:
     from repo_builder.nvcf import FORWARD_PATTERN
     from repo_builder.triton import start_server
 
-    base = tmp_path_factory.mktemp("nvcf")
-    root = base / "inputAssets"
-    folder = root / "request-1"
-    folder.mkdir(parents=True)
-    images = {name: make_image(*spec) for name, spec in IMAGES.items()}
-    for name, data in images.items():
-        (folder / name).write_bytes(data)
-    build_asset_repository(base / "repo", root)
-    with start_server(base / "repo", mode="explicit", http_header_forward_pattern=FORWARD_PATTERN) as server:
+    built = asset_repository
+    with start_server(built.repo, mode="explicit", http_header_forward_pattern=FORWARD_PATTERN) as server:
         server.load("resnet50")
-        yield Served(server, root, images)
+        yield Served(server, built.root, built.images)
 
 
 def test_assets_answer_exactly_as_image_bytes_when_sent_as_ids(served: Served) -> None:
