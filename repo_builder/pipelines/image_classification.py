@@ -22,7 +22,8 @@ from repo_builder.export.torchvision_classifier import (
 )
 from repo_builder.pipelines.classification import classifier_logits, render_classification_pipeline
 from repo_builder.pipelines.family import FamilyJob, FamilyOption
-from repo_builder.pipelines.nvcf_assets import NVCF_OPTIONS, asset_parameters
+from repo_builder.pipelines.nvcf_assets import asset_parameters
+from repo_builder.pipelines.nvcf_options import NVCF_OPTIONS
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.render import context as ctx

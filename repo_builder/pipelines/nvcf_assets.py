@@ -1,7 +1,7 @@
 """``build --nvcf-assets``: a pipeline whose encoded-file input may also come from NVIDIA Cloud Functions assets.
 
 A family whose input is one encoded file per row (the image families; any family whose preprocessing
-template includes ``model/_nvcf_assets.py.j2``) opts in by adding ``NVCF_OPTIONS`` to its options and
+template includes ``model/_nvcf_assets.py.j2``) opts in by adding ``nvcf_options.NVCF_OPTIONS`` to its options and
 passing ``settings.nvcf`` to ``render_preprocess_step(asset_parameters=...)`` and ``asset_ensemble_inputs``.
 The ensemble then takes ``IMAGE`` or ``IMAGE_ASSET`` (ids of files NVCF copied for the request), both
 optional; the preprocessing step reads the files under the limits recorded in its config's parameters.
@@ -20,7 +20,6 @@ from repo_builder.nvcf import (
     NvcfAssets,
     asset_input_name,
 )
-from repo_builder.pipelines.family import FamilyOption
 from repo_builder.render import context as ctx
 
 ASSET_PARAMETERS_COMMENT = (
@@ -28,21 +27,10 @@ ASSET_PARAMETERS_COMMENT = (
     "# under (NVCF-ASSET-DIR must lie inside it), and the limits per request; read by model.py at load."
 )
 
-NVCF_OPTIONS = (
-    FamilyOption(("--nvcf-assets",), "nvcf_assets", "Also take inputs as NVIDIA Cloud Functions assets: the ensemble gets an "
-                 "optional IMAGE_ASSET input (asset ids) beside IMAGE; serve with --nvcf (docs/deploy.md).", kind="flag",
-                 conflicts_with_export=False),
-    FamilyOption(("--asset-root",), "asset_root", "--nvcf-assets: the folder every NVCF-ASSET-DIR must lie in "
-                 f"[default: {DEFAULT_ROOT}, NVCF's].", metavar="DIR", conflicts_with_export=False),
-    FamilyOption(("--max-asset-bytes",), "max_asset_bytes", f"--nvcf-assets: largest asset read [default: {DEFAULT_MAX_ASSET_BYTES}].",
-                 kind="int", metavar="N", conflicts_with_export=False),
-    FamilyOption(("--max-assets",), "max_assets", f"--nvcf-assets: most assets per request [default: {DEFAULT_MAX_ASSETS}].",
-                 kind="int", metavar="N", conflicts_with_export=False),
-)
 _TUNING = {"asset_root": "--asset-root", "max_asset_bytes": "--max-asset-bytes", "max_assets": "--max-assets"}
 
 
-def nvcf_settings(params: Mapping[str, Any], family: str, options: Sequence[FamilyOption]) -> NvcfAssets | None:
+def nvcf_settings(params: Mapping[str, Any], family: str, options: Sequence[Any]) -> NvcfAssets | None:
     """The family's NVCF options (by dest) -> settings, or None without ``--nvcf-assets``; checked here.
     ``options``: the family's own; a family that does not declare NVCF_OPTIONS cannot take assets."""
     if params.get("nvcf_assets") and not any(o.dest == "nvcf_assets" for o in options):

@@ -20,6 +20,7 @@ from repo_builder.nvcf import ASSET_DIR_HEADER, ASSET_IDS_HEADER, ASSET_SUFFIX, 
 from repo_builder.triton.client import error_text
 from repo_builder.triton.errors import ServerError
 from repo_builder.triton.server import TritonServer
+from repo_builder.triton.synthesize import sample_image
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.analysis.nvcf import asset_input
 from repo_builder.validate.records import ModelEntry, Repository
@@ -102,9 +103,7 @@ def prove_assets(
     server: TritonServer, model: ModelEntry, inputs: AssetEnsemble, root: Path | None, progress: Progress
 ) -> tuple[bool, str | None]:
     """One request with the image bytes, one through assets (when ``root`` is set); (answered, why not)."""
-    from repo_builder.triton.synthesize import sample_image
-
-    data = sample_image()
+    data = sample_image()  # a 320x240 JPEG: the crop needs more than synthesize's tiny PNG to mean anything
     client = _client(server)
     try:
         sent = _outputs(client.infer(model.name, [_bytes_input(inputs.image_input, data)]), model.config)
