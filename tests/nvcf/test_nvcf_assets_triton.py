@@ -183,7 +183,7 @@ def test_assets_refused_when_named_asset_is_missing_or_folder_absent(served: Ser
 
 
 def test_asset_refusal_fails_only_its_own_request_when_batched(served: Served) -> None:
-    """Concurrent good and bad requests: the dynamic batcher may hand them to one execute()."""
+    """Concurrent good (IMAGE and IMAGE_ASSET) and bad requests: the dynamic batcher may hand them to one execute()."""
     from concurrent.futures import ThreadPoolExecutor
 
     name = "a-320x240.jpg"
@@ -194,14 +194,16 @@ def test_asset_refusal_fails_only_its_own_request_when_batched(served: Served) -
 
         return httpclient.InferenceServerClient(f"127.0.0.1:{served.server.http_port}", network_timeout=60.0)
 
-    def good() -> Any:
-        return answer(client(), _ids(name), nvcf_headers(served.folder, [name]))
+    def good(as_asset: bool) -> Any:
+        if as_asset:
+            return answer(client(), _ids(name), nvcf_headers(served.folder, [name]))
+        return answer(client(), [bytes_input("IMAGE", [served.images[name]])])
 
     def bad() -> str:
         return refusal(client(), _ids(".."), nvcf_headers(served.folder, [".."]))
 
     with ThreadPoolExecutor(8) as pool:
-        goods = [pool.submit(good) for _ in range(6)]
+        goods = [pool.submit(good, index % 2 == 0) for index in range(6)]  # IMAGE and IMAGE_ASSET mixed
         bads = [pool.submit(bad) for _ in range(6)]
         for future in goods:
             assert np.array_equal(future.result()[1], expected[1])

@@ -92,3 +92,20 @@ def test_image_preprocess_template_unchanged_when_built_without_assets() -> None
     assert "AssetReader" not in plain and "nvcf" not in plain.lower()
     compile(on, "model.py", "exec")
     assert "self.assets.images(request)" in on and "errors.update(refused)" in on
+
+
+@pytest.mark.slow
+def test_build_image_classifier_takes_assets_when_built_from_export(tmp_path: Path) -> None:
+    """The other image family, and --from-export with --nvcf-assets (the options do not conflict)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    assert main(["export", "image-classifier", "--model", "torchvision:squeezenet1_1", "--weights", "random",
+                 "--out", str(tmp_path / "export"), "--no-parity"]) == 0
+    assert main(["build", "image-classifier", "--from-export", str(tmp_path / "export"), "--runtime", "python", "-q",
+                 "--out", str(tmp_path / "repo"), "--nvcf-assets", "--asset-root", "/srv/assets"]) == 0
+    parsed = model_config_pb2.ModelConfig()
+    text_format.Parse((tmp_path / "repo" / "image_classifier" / "config.pbtxt").read_text(), parsed)
+    assert [(i.name, i.optional) for i in parsed.input] == [("IMAGE", True), ("IMAGE_ASSET", True)]
+    pre = (tmp_path / "repo" / "image_classifier_preprocess" / "config.pbtxt").read_text()
+    assert 'string_value: "/srv/assets"' in pre
