@@ -20,6 +20,7 @@ from repo_builder.report.charts import require_plotting
 from repo_builder.report.run_info import repository_digest
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ModelBench, bench_model, default_models
+from repo_builder.triton.bench_assets import SERVER_ARGS, asset_requests, needs_forwarding
 
 
 def _log(message: str) -> None:
@@ -70,7 +71,8 @@ def format_bench(result: ModelBench) -> str:
 @click.option("--concurrency", default="1,4,16", show_default=True, callback=_concurrencies, help="Closed-loop clients, comma-separated levels.")
 @click.option("--seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Measured window per level.")
 @click.option("--warmup", type=click.FloatRange(min=0.0), default=2.0, show_default=True, help="Unmeasured requests first, per level.")
-@click.option("--input", "inputs", multiple=True, help="NAME=FILE: send FILE's bytes as input NAME (repeat for several files, sent in turn). Other inputs are synthesized.")
+@click.option("--input", "inputs", multiple=True, help="NAME=FILE: send FILE's bytes as input NAME (repeat for several files, sent in turn). Other inputs are synthesized. "
+              "For IMAGE_ASSET of a --nvcf-assets repository, FILE is written under its asset root and sent as an asset id with the NVCF headers.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write every figure to this JSON file.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Also write the results as one HTML page with charts (the 'report' extra).")
 @click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="This tritonserver binary instead of the embedded one.")
@@ -94,10 +96,13 @@ def command(
     digest = repository_digest(repository)  # before serving: what was measured
     results: list[dict[str, Any]] = []
     errors = 0
-    with start_server(repository, mode="explicit", tritonserver=str(tritonserver) if tritonserver else None) as server:
+    with asset_requests(repository, names, files) as plans, start_server(
+        repository, mode="explicit", tritonserver=str(tritonserver) if tritonserver else None,
+        extra_args=SERVER_ARGS if needs_forwarding(plans) else (),  # NVCF assets: forward their headers
+    ) as server:
         server_version = server.client.get_server_metadata().version
         for name in names:
-            result = bench_model(server, name, files, concurrency, seconds, warmup, _log)
+            result = bench_model(server, name, plans[name].files, concurrency, seconds, warmup, _log, headers=plans[name].headers)
             click.echo(format_bench(result))
             results.append(result.to_json())
             errors += sum(level.errors for level, _ in result.levels)

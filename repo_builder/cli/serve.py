@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from repo_builder.errors import UserError
+from repo_builder.nvcf import FORWARD_PATTERN, check_forward_pattern
 from repo_builder.signals import interrupt_on_termination
 from repo_builder.triton.arguments import ServerOptions
 from repo_builder.triton.ports import check_distinct_ports, check_host
@@ -30,6 +31,16 @@ def format_table(rows: tuple[ModelRow, ...] | list[ModelRow]) -> str:
         cells = [r[i].ljust(widths[i]) for i in range(3)]
         lines.append("  ".join([*cells, r[3]]).rstrip())
     return "\n".join(lines)
+
+
+def nvcf_forward_pattern(nvcf: bool, pattern: str | None) -> str | None:
+    """``--nvcf`` means NVCF's forward pattern; a different explicit pattern beside it is a contradiction."""
+    pattern = check_forward_pattern(pattern)
+    if not nvcf:
+        return pattern
+    if pattern is not None and pattern != FORWARD_PATTERN:
+        raise UserError(f"--nvcf forwards '{FORWARD_PATTERN}'; drop --http-header-forward-pattern '{pattern}' or --nvcf")
+    return FORWARD_PATTERN
 
 
 def _host(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -57,6 +68,8 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
 )
 @click.option("--poll-seconds", type=click.IntRange(1), default=5, show_default=True, help="Poll mode: seconds between polls.")
 @click.option("--http-header-forward-pattern", help="Passed to tritonserver (NVCF deployments forward headers).")
+@click.option("--nvcf", is_flag=True, help="Serve as on NVIDIA Cloud Functions: forward the NVCF-* headers (--http-header-forward-pattern 'NVCF-.*'), "
+              "which repositories built with --nvcf-assets read.")
 @click.option("--tritonserver", "tritonserver", help="tritonserver binary to run (default: on PATH, else the embedded one).")
 @click.option("--host", default="127.0.0.1", show_default=True, callback=_host, help="Address the endpoints listen on.")
 @click.option("--load-timeout", type=float, default=60.0, show_default=True, callback=_seconds, help="Seconds the models may take to load.")
@@ -76,6 +89,7 @@ def command(
     model_control_mode: str,
     poll_seconds: int,
     http_header_forward_pattern: str | None,
+    nvcf: bool,
     tritonserver: str | None,
     host: str,
     load_timeout: float,
@@ -90,6 +104,7 @@ def command(
     AWS_ENDPOINT_URL are passed to the server for s3:// repositories.
     """
     check_distinct_ports({"--grpc-port": grpc_port, "--http-port": http_port, "--metrics-port": metrics_port})
+    http_header_forward_pattern = nvcf_forward_pattern(nvcf, http_header_forward_pattern)
     options = ServerOptions(
         mode=model_control_mode,
         tritonserver=tritonserver,
@@ -118,6 +133,8 @@ def command(
             click.echo(f"HTTP     {server.http_url}")
             click.echo(f"metrics  {server.metrics_url}")
             click.echo(f"log      {server.log_path}")
+            if http_header_forward_pattern:
+                click.echo(f"headers  forwarded to models: --http-header-forward-pattern '{http_header_forward_pattern}'", err=True)
             click.echo("ready; press Ctrl-C to stop", err=True)
             while True:
                 server.check_alive()  # raises with the log's tail if it dies under us

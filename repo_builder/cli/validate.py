@@ -155,6 +155,12 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     metavar="N",
     help="The deploy target's GPU count: `gpus: [ids]` are judged against 0..N-1 [default: unknown].",
 )
+@click.option(
+    "--http-header-forward-pattern",
+    metavar="REGEX",
+    help="The target tritonserver's --http-header-forward-pattern [default: none forwarded]; NVCF runs 'NVCF-.*'. "
+    "Steps built with --nvcf-assets warn (RB801) when their headers are not forwarded.",
+)
 @click.option("--live", is_flag=True, help="Also load every model in a real tritonserver (runs the repository's code).")
 @click.option("--tritonserver", metavar="PATH", help="tritonserver binary for --live [default: the one PyTriton ships].")
 @click.option(
@@ -211,6 +217,7 @@ def command(
     allow_pending: bool,
     gpu: bool | None,
     gpus: int | None,
+    http_header_forward_pattern: str | None,
     live: bool,
     tritonserver: str | None,
     load_timeout: float,
@@ -242,6 +249,7 @@ def command(
         gpu=gpu,
         live=live,
         gpus=gpus,
+        http_header_forward_pattern=http_header_forward_pattern,
     )
     if isolated and config_file is not None:
         raise click.UsageError("--isolated ignores configuration files; drop --config or --isolated")

@@ -19,6 +19,7 @@ from repo_builder.export.progress import Steps
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult
 from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, plan_check, run_check
 from repo_builder.pipelines.classification import check_labels_file
+from repo_builder.pipelines.nvcf_assets import nvcf_settings
 from repo_builder.pipelines.registry import Family, build_family, family, prepare_family
 from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
 from repo_builder.pipelines.settings import PipelineSettings
@@ -108,6 +109,7 @@ def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, 
         intra_op_threads=tuning.intra_op_threads,
         step_instance_count=step_count,
         decode_instance_count=decode_count,
+        nvcf=nvcf_settings(request.params, chosen.command, chosen.options),
     )
     options = BuildOptions(
         out=Path(request.out),

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.nvcf import asset_input_name
 from repo_builder.pipelines.model_step import render_model_step
+from repo_builder.pipelines.nvcf_assets import nvcf_step_inputs
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
 from repo_builder.pipelines.steps import python_step_config, render_ensemble
 from repo_builder.render import context as ctx
@@ -109,12 +111,14 @@ def render_postprocess_step(
 
 
 def classification_steps(
-    names: Mapping[str, str], pre_input: str, model_inputs: Sequence[str], logits_name: str
+    names: Mapping[str, str], pre_input: str, model_inputs: Sequence[str], logits_name: str, extra_inputs: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
-    """preprocess -> model -> postprocess; ensemble tensors carry the member tensors' names."""
+    """preprocess -> model -> postprocess; ensemble tensors carry the member tensors' names (``extra_inputs``:
+    more ensemble inputs the preprocessing step takes, e.g. NVCF asset ids)."""
     top_k_outputs = {n: n for n in TOP_K_OUTPUTS}
+    pre_map = {n: n for n in (pre_input, *extra_inputs)}
     return [
-        {"model_name": names["preprocess"], "input_map": {pre_input: pre_input}, "output_map": {n: n for n in model_inputs}},
+        {"model_name": names["preprocess"], "input_map": pre_map, "output_map": {n: n for n in model_inputs}},
         {"model_name": names["model"], "input_map": {n: n for n in model_inputs}, "output_map": {logits_name: logits_name}},
         {"model_name": names["postprocess"], "input_map": {"LOGITS": logits_name}, "output_map": top_k_outputs},
     ]
@@ -143,10 +147,11 @@ def render_classification_pipeline(
         env,
         settings=settings,
         version=versions[names["ensemble"]],
-        inputs=[ctx.tensor_context(pipeline_input, "object", [1])],
+        inputs=nvcf_step_inputs(pipeline_input) if settings.nvcf else [ctx.tensor_context(pipeline_input, "object", [1])],
         outputs=outputs,
         members=(preprocess, model, post),
-        steps=classification_steps(names, pipeline_input, model_inputs, logits.name),
+        steps=classification_steps(names, pipeline_input, model_inputs, logits.name,
+                                   (asset_input_name(pipeline_input),) if settings.nvcf else ()),
         comment=comment,
     )
     return preprocess, model, post, ensemble

@@ -22,6 +22,8 @@ from repo_builder.export.torchvision_classifier import (
 )
 from repo_builder.pipelines.classification import classifier_logits, render_classification_pipeline
 from repo_builder.pipelines.family import FamilyJob, FamilyOption
+from repo_builder.pipelines.nvcf_assets import asset_parameters
+from repo_builder.pipelines.nvcf_options import NVCF_OPTIONS
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.render import context as ctx
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from repo_builder.pipelines.assemble import BuildOptions
 
 IMAGE_INPUT = "IMAGE"
+ASSET_ENSEMBLE_COMMENT = ("Clients call this: IMAGE (encoded bytes) or IMAGE_ASSET (NVCF asset ids), exactly one, TYPE_STRING [1] "
+                          "-> LABELS, SCORES, CLASS_IDS (top-k).")
 
 
 def render_image_pipeline(
@@ -70,8 +74,9 @@ def render_image_pipeline(
         pipeline_input=IMAGE_INPUT,
         outputs=[ctx.tensor_context(model_input.name, model_input.dtype, want)],
         comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> resize, center-crop, normalize.",
-        files={"model.py": render_source(env, "model/image_preprocess.py.j2", pre).encode()},
+        files={"model.py": render_source(env, "model/image_preprocess.py.j2", {**pre, "nvcf": settings.nvcf is not None}).encode()},
         instance_count=settings.decode_instance_count,
+        asset_parameters=asset_parameters(settings.nvcf, IMAGE_INPUT),
     )
     return render_classification_pipeline(
         env,
@@ -84,17 +89,18 @@ def render_image_pipeline(
         model_inputs=[model_input.name],
         logits=logits,
         labels=labels,
-        comment="Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
+        comment=ASSET_ENSEMBLE_COMMENT if settings.nvcf else "Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
     )
 
 
 # --- the family records' parts (pipelines/registry.py) ---------------------------------------------------
 
-TEMPLATES = ("model/image_preprocess.py.j2", "model/classification_postprocess.py.j2")
+TEMPLATES = ("model/image_preprocess.py.j2", "model/_nvcf_assets.py.j2", "model/classification_postprocess.py.j2")
 WEIGHTS_HELP = "default: the architecture's pretrained DEFAULT weights (torch.hub download cache); random (seeded); or a state_dict file."
 RESNET50_OPTIONS = (
     FamilyOption(("--weights",), "weights", "imagenet (torchvision's IMAGENET1K_V2, from its download cache), random (seeded), or a state_dict file.",
                  default="imagenet", metavar="imagenet|random|PATH", conflicts_with_export=False),
+    *NVCF_OPTIONS,
 )
 IMAGE_CLASSIFIER_OPTIONS = (
     FamilyOption(("--model",), "model", "torchvision:NAME (any torchvision classification model, e.g. torchvision:efficientnet_b0), "
@@ -103,6 +109,7 @@ IMAGE_CLASSIFIER_OPTIONS = (
     FamilyOption(("--weights",), "weights", WEIGHTS_HELP + " Only with torchvision:NAME.", default="default", metavar="default|random|PATH"),
     FamilyOption(("--arch",), "arch", "The torchvision architecture of a --model PATH state_dict (and whose transforms a pickled model uses).",
                  metavar="NAME"),
+    *NVCF_OPTIONS,
 )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repo_builder.errors import UserError
+from repo_builder.nvcf import NvcfAssets
 from repo_builder.spec import Signature
 
 RUNTIMES = ("tensorrt", "onnxruntime", "python")
@@ -53,6 +54,7 @@ class PipelineSettings:
     decode_instance_count: int = 1
     intra_op_threads: int = 0  # model-step ONNX Runtime intra-op threads per instance; 0 = cores // instances
     draft_margin: int = 2  # JPEG draft decoding keeps at least this many source pixels per output pixel
+    nvcf: NvcfAssets | None = None  # build --nvcf-assets (families whose input is an encoded file)
 
     def __post_init__(self) -> None:
         # The one place --max-batch-size, --name and --top-k are checked (the CLI relies on it).

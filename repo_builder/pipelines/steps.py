@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.pipelines.nvcf_assets import ASSET_PARAMETERS_COMMENT, nvcf_step_inputs
 from repo_builder.pipelines.settings import PipelineSettings, step_names
 from repo_builder.render import context as ctx
 from repo_builder.render.parse_back import parse_config
@@ -32,9 +33,12 @@ def python_step_config(
     outputs: Sequence[Mapping[str, Any]],
     comment: str,
     instance_count: int | None = None,
+    parameters: Mapping[str, str] | None = None,
+    parameters_comment: str | None = None,
 ) -> str:
     """config.pbtxt of a Python-backend pre/post step: its own CPU instance count (not the model step's;
-    default ``settings.step_instance_count``), batching as the pipeline's settings say."""
+    default ``settings.step_instance_count``), batching as the pipeline's settings say; ``parameters``: its
+    string parameters, headed by ``parameters_comment``."""
     context = ctx.config_context(
         name,
         inputs=inputs,
@@ -44,6 +48,8 @@ def python_step_config(
         kind="KIND_CPU",
         instance_count=settings.step_instance_count if instance_count is None else instance_count,
         comment=comment,
+        parameters=parameters,
+        parameters_comment=parameters_comment,
     )
     return render_config(env, "python", context)
 
@@ -66,12 +72,17 @@ def render_preprocess_step(
     comment: str,
     files: Mapping[str, Path | bytes],
     instance_count: int | None = None,
+    asset_parameters: Mapping[str, str] | None = None,
 ) -> RenderedModel:
-    """The Python step that turns the pipeline's one string input into the model's inputs."""
+    """The Python step that turns the pipeline's one string input into the model's inputs. With
+    ``asset_parameters`` (``build --nvcf-assets``) it also takes the asset ids input, both optional."""
     name = step_names(settings.name)["preprocess"]
+    inputs = [ctx.tensor_context(pipeline_input, "object", [1])]
+    if asset_parameters:
+        inputs = nvcf_step_inputs(pipeline_input)
     config = python_step_config(
-        env, name, settings, inputs=[ctx.tensor_context(pipeline_input, "object", [1])], outputs=outputs, comment=comment,
-        instance_count=instance_count,
+        env, name, settings, inputs=inputs, outputs=outputs, comment=comment,
+        instance_count=instance_count, parameters=asset_parameters, parameters_comment=ASSET_PARAMETERS_COMMENT,
     )
     return RenderedModel(name, "preprocess", version, config, dict(files))
 

@@ -113,8 +113,9 @@ def _infer_inputs(payload: Payload) -> list[Any]:
 class _Worker:
     """One closed-loop client: its own gRPC channel, its own latencies (no lock on the hot path)."""
 
-    def __init__(self, url: str, model: str, payloads: Sequence[list[Any]], offset: int) -> None:
+    def __init__(self, url: str, model: str, payloads: Sequence[list[Any]], offset: int, headers: Mapping[str, str] | None = None) -> None:
         self.client = connect(url)
+        self.headers = dict(headers) if headers else None  # NVCF asset headers (bench --input IMAGE_ASSET=...)
         self.model, self.payloads, self.index = model, payloads, offset
         self.latencies: list[float] = []
         self.errors = 0
@@ -131,7 +132,7 @@ class _Worker:
             inputs = self.payloads[self.index % len(self.payloads)]
             self.index += 1
             try:
-                self.client.infer(self.model, inputs, client_timeout=120.0)
+                self.client.infer(self.model, inputs, client_timeout=120.0, headers=self.headers)
             except Exception as exc:  # a failed request is counted and reported, not fatal
                 self.errors += 1
                 self.first_error = self.first_error or error_text(exc)
@@ -151,12 +152,13 @@ def run_load(
     seconds: float,
     warmup: float,
     items_per_request: int = 1,
+    headers: Mapping[str, str] | None = None,
 ) -> LoadResult:
     """``concurrency`` closed-loop clients for ``warmup + seconds``; only the last ``seconds`` count."""
     if concurrency < 1 or seconds <= 0:
         raise ValueError("concurrency must be >= 1 and seconds > 0")
     prepared = [_infer_inputs(p) for p in payloads]
-    workers = [_Worker(url, model, prepared, offset=i) for i in range(concurrency)]
+    workers = [_Worker(url, model, prepared, offset=i, headers=headers) for i in range(concurrency)]
     measure_from = time.perf_counter() + warmup
     stop_at = measure_from + seconds
     hard_stop = stop_at + max(60.0, seconds)
@@ -255,10 +257,12 @@ def measure(
     items_per_request: int = 1,
     steps: Sequence[str] = (),
     on_done: Callable[[LoadResult], None] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[LoadResult, tuple[StepStats, ...]]:
     """``run_load`` with the statistics of ``model`` and its ``steps`` over the same window (warm-up included)."""
     before = statistics(client)
-    result = run_load(url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, items_per_request=items_per_request)
+    result = run_load(url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, items_per_request=items_per_request,
+                      headers=headers)
     after = statistics(client)
     if on_done is not None:
         on_done(result)
@@ -305,6 +309,12 @@ def payloads_for(config: Any, files: Mapping[str, Sequence[bytes]]) -> list[Payl
     unknown = sorted(set(files) - set(synthesized))
     if unknown:
         raise UserError(f"--input {unknown[0]}: model '{config.name}' has no such input (it has {', '.join(synthesized)})")
+    # Optional inputs are sent only when given (IMAGE or IMAGE_ASSET, never both); with none given and
+    # nothing required, the first input is synthesized.
+    keep = {t.name for t in config.input if not t.optional} | set(files)
+    if config.input and not keep:
+        keep = {config.input[0].name}
+    synthesized = {name: value for name, value in synthesized.items() if name in keep}
     dims = {t.name: list(t.dims) for t in config.input}
     count = max([len(v) for v in files.values()] or [1])
     payloads: list[Payload] = []
@@ -317,7 +327,8 @@ def payloads_for(config: Any, files: Mapping[str, Sequence[bytes]]) -> list[Payl
     return payloads
 
 
-def bench_model(server: Any, name: str, files: Mapping[str, Sequence[bytes]], concurrencies: Sequence[int], seconds: float, warmup: float, log: Callable[[str], None]) -> ModelBench:
+def bench_model(server: Any, name: str, files: Mapping[str, Sequence[bytes]], concurrencies: Sequence[int], seconds: float, warmup: float, log: Callable[[str], None],
+                headers: Mapping[str, str] | None = None) -> ModelBench:
     """Load ``name`` (an ensemble loads its steps), then measure it at each concurrency."""
     server.load(name, timeout=300)
     config = server.client.get_model_config(name).config
@@ -328,6 +339,7 @@ def bench_model(server: Any, name: str, files: Mapping[str, Sequence[bytes]], co
     for concurrency in concurrencies:
         log(f"{name}: concurrency {concurrency}, {warmup:g} s warm-up then {seconds:g} s")
         levels.append(
-            measure(server.client, server.grpc_url, name, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, items_per_request=items, steps=steps)
+            measure(server.client, server.grpc_url, name, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, items_per_request=items, steps=steps,
+                    headers=headers)
         )
     return ModelBench(name, tuple(levels))

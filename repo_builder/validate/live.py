@@ -10,7 +10,8 @@ synthesized from its config. Each model ends in one of: loaded, refused for a co
 reason (RB901, with RB902 when offline said ok), failed in its own code (RB905: an exception, its process
 dying, or the server dying while running it), timed out (RB906), not proven (RB904). A server that died
 or hung is restarted for the models still to come; if none will start, they are not proven. Codes:
-``live_codes.py``. SIGTERM cleans up as Ctrl-C does.
+``live_codes.py``. SIGTERM cleans up as Ctrl-C does. Steps built with ``--nvcf-assets`` are proven through a
+real request through assets (``live_assets.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ from repo_builder.triton.process import exit_description
 from repo_builder.triton.server import TritonServer, start_server
 from repo_builder.triton.server_log import explain_refusal, log_messages
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
+from repo_builder.validate.live_assets import (
+    FORWARD_PATTERN,
+    asset_ensemble,
+    has_asset_steps,
+    prove_assets,
+    redirect_asset_roots,
+)
 from repo_builder.validate.live_codes import (
     DISAGREEMENT,
     INFERENCE_FAILED,
@@ -129,11 +137,22 @@ def _judge_local(repository: Repository, settings: LiveSettings, progress: Progr
     stand_ins = [StandIn(r.name) for r in routes.values() if r.route == Route.STAND_IN]
     staged = stage_repository(repository.root, stand_ins)
     try:
-        with _server(staged.path, settings) as server:
+        asset_root = _redirect_assets(staged.path, repository)  # NVCF asset steps: a root in the stage
+        forward = FORWARD_PATTERN if asset_root is not None else None
+        with _server(staged.path, settings, forward_pattern=forward) as server:
             routes = _unstaged(routes, staged.stand_ins)
-            return judge_repository(server, repository, settings, routes, progress)
+            return judge_repository(server, repository, settings, routes, progress, asset_root=asset_root)
     finally:
         remove_stage(staged)
+
+
+def _redirect_assets(staged: Path, repository: Repository) -> Path | None:
+    if not has_asset_steps(repository):
+        return None
+    root = staged.parent / "nvcf-assets"
+    root.mkdir()
+    redirect_asset_roots(staged, repository, root)
+    return root
 
 
 def _unstaged(routes: dict[str, ModelRoute], staged: tuple[str, ...]) -> dict[str, ModelRoute]:
@@ -145,12 +164,13 @@ def _unstaged(routes: dict[str, ModelRoute], staged: tuple[str, ...]) -> dict[st
 
 
 def _server(
-    repository: Path | str, settings: LiveSettings, environment: tuple[tuple[str, str], ...] = ()
+    repository: Path | str, settings: LiveSettings, environment: tuple[tuple[str, str], ...] = (), forward_pattern: str | None = None
 ) -> AbstractContextManager[TritonServer]:
     return start_server(
         repository,
         mode="explicit",
         environment=environment,
+        http_header_forward_pattern=forward_pattern,
         tritonserver=settings.tritonserver,
         strict=settings.strict,
         startup_timeout=settings.startup_timeout,
@@ -214,8 +234,11 @@ def _status(kind: Failure) -> str:
 class _Judge:
     """Loads models one by one into ``server``; remembers which ones hung or crashed it."""
 
-    def __init__(self, server: TritonServer, repository: Repository, settings: LiveSettings) -> None:
+    def __init__(
+        self, server: TritonServer, repository: Repository, settings: LiveSettings, asset_root: Path | None = None, progress: Progress | None = None
+    ) -> None:
         self.server, self.repository, self.settings = server, repository, settings
+        self.asset_root, self.progress = asset_root, progress or _silent  # NVCF assets: the stage's root
         self.stuck: dict[str, str] = {}  # model -> "hung" / "timed out" / "crashed the server"
         self.down: str | None = None  # why no server is left to load the remaining models
 
@@ -254,10 +277,16 @@ class _Judge:
         by = "stand-in" if route.route == Route.STAND_IN else "server"
         inferred, infer_error = None, None
         if model.is_ensemble and self.settings.infer and model.config is not None:
-            inferred, infer_error = infer_once(server, model)
+            inferred, infer_error = self._infer(model)
             if not server.is_alive():
                 self._restart(name, "crashed the server answering a request")
         return LiveVerdict(_outcome(Status.LOADED, None, inferred, by), infer_error)
+
+    def _infer(self, model: ModelEntry) -> tuple[bool, str | None]:
+        assets = asset_ensemble(model, self.repository)
+        if assets is None:
+            return infer_once(self.server, model)
+        return prove_assets(self.server, model, assets, self.asset_root, self.progress)
 
     def _crashed(self, name: str, offset: int) -> LiveVerdict:
         """The server died on this model: read why before a fresh one (with a new log) takes over."""
@@ -293,13 +322,15 @@ def judge_repository(
     settings: LiveSettings,
     routes: dict[str, ModelRoute] | None = None,
     progress: Progress | None = None,
+    *,
+    asset_root: Path | None = None,
 ) -> dict[str, LiveVerdict]:
     """Load every model of ``repository`` into ``server`` (a started ``TritonServer`` in explicit mode).
 
     The server's repository must hold ``repository``'s models (the staged copy for stand-ins). ``routes``
     (default: load everything) says which models are not proven here and are not tried. Models stay loaded.
     """
-    judge = _Judge(server, repository, settings)
+    judge = _Judge(server, repository, settings, asset_root, progress)
     verdicts: dict[str, LiveVerdict] = {}
     for model in load_order(repository):
         route = (routes or {}).get(model.name) or ModelRoute(model.name, Route.LOAD, None)

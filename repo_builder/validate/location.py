@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from repo_builder.errors import UserError
+from repo_builder.nvcf import check_forward_pattern
 from repo_builder.tensorrt_releases import expected_tensorrt, normalize_release
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.live import LiveSettings, Progress, validate_live
@@ -78,6 +79,7 @@ def validate_options(
     gpu: bool | None,
     live: bool,
     gpus: int | None = None,
+    http_header_forward_pattern: str | None = None,
 ) -> ValidateOptions:
     """The options of ``validate``'s flags: the TensorRT target checked (``check_tensorrt_target``) and
     the deploy target's GPUs decided (``target_has_gpu``)."""
@@ -89,6 +91,7 @@ def validate_options(
         allow_pending=allow_pending,
         gpu_present=target_has_gpu(gpu if gpus is None else gpus > 0, live=live),
         gpu_count=gpus,
+        http_header_forward_pattern=check_forward_pattern(http_header_forward_pattern),
     )
 
 
@@ -152,6 +155,7 @@ def validate(
     select: tuple[str, ...] = (),
     ignore: tuple[str, ...] = (),
     gpus: int | None = None,
+    http_header_forward_pattern: str | None = None,
 ) -> Report:
     """Validate a Triton model repository; the Python form of ``repo-builder validate``.
 
@@ -162,6 +166,8 @@ def validate(
     (``"10.3.0"``): the TensorRT version itself, which wins over the release's. ``allow_pending``:
     TensorRT plans still to compile are warnings. ``gpus``: the target's GPU count (``gpus: [ids]``
     judged against 0..gpus-1; default unknown).
+    ``http_header_forward_pattern``: the target server's (NVCF: ``"NVCF-.*"``); a step reading NVCF assets
+    warns (RB801) when it does not forward their headers.
     ``live``: also load every model in a real tritonserver (``tritonserver``: its binary; ``load_timeout``
     seconds per model; ``allow_unproven``: models it cannot load here do not fail the report).
     ``select`` / ``ignore``: rule codes, prefixes or names as on the command line (``"RB401:reason"``);
@@ -183,6 +189,7 @@ def validate(
         gpu=gpu,
         live=live,
         gpus=gpus,
+        http_header_forward_pattern=http_header_forward_pattern,
     )
     settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
     rules = resolve_rule_config(RuleChoice(select=select, ignore=ignore, isolated=True))

@@ -175,6 +175,8 @@ class ValidateOptions:
     allow_pending: bool = False  # TensorRT plans still to be compiled are warnings, not errors
     gpu_present: bool = True  # the deploy target has GPUs (KIND_GPU groups load only there)
     gpu_count: int | None = None  # how many (``--gpus N``): ids 0..N-1 exist; None: unknown
+    # The target tritonserver's --http-header-forward-pattern (None: it forwards no headers; NVCF: 'NVCF-.*').
+    http_header_forward_pattern: str | None = None
 
     @property
     def target(self) -> str:

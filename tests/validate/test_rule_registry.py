@@ -29,6 +29,7 @@ PREFIX = {
     "ensemble_types": "RB5",
     "onnx_io": "RB6",
     "tensorrt": "RB7",
+    "nvcf": "RB8",
 }
 
 

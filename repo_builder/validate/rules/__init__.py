@@ -16,6 +16,7 @@ from repo_builder.validate.rules import (
     io,
     layout,
     model_files,
+    nvcf,
     onnx_io,
     platform,
     repository,
@@ -39,6 +40,7 @@ MODULES = (
     model_files,
     onnx_io,
     tensorrt,
+    nvcf,
     ensemble_wiring,
     ensemble_types,
 )

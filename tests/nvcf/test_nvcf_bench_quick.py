@@ -1,0 +1,26 @@
+"""scripts/bench/nvcf_assets.py --quick runs end to end: both paths answer, every figure is measured."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "nvcf_assets.py"
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_nvcf_benchmark_measures_both_paths_when_quick(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out)], capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["quick"] is True
+    level = figures["summary"]["1"]
+    for path in ("in-request", "asset"):
+        assert level[path]["p50_ms"] > 0 and level[path]["requests_per_s"] > 0 and level[path]["preprocess_ms"] > 0
+    assert level["ratio_p50"] > 0 and level["ratio_preprocess"] > 0
