@@ -49,10 +49,10 @@ def redirect_asset_roots(staged: Path, repository: Repository, root: Path) -> tu
     changed = []
     for model in repository.models:
         path = staged / model.name / CONFIG_FILE
-        if asset_input(model) is None or not path.is_file():
+        if asset_input(model) is None or model.config_text is None or not path.is_file():
             continue
         config = model_config_pb2.ModelConfig()
-        text_format.Parse(path.read_text(encoding="utf-8"), config)
+        text_format.Parse(model.config_text, config)  # the text the scan read through the guarded reader
         config.parameters[PARAM_ROOT].string_value = str(root)
         path.unlink()
         path.write_text(text_format.MessageToString(config), encoding="utf-8")
