@@ -14,13 +14,12 @@ from typing import Any
 
 import click
 
+from repo_builder.cli.options import Output, check_output_file, output_options
 from repo_builder.errors import UserError
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ModelBench, bench_model, default_models
-
-
-def _log(message: str) -> None:
-    click.echo(message, err=True)
+from repo_builder.triton.bench_limits import check_concurrency
+from repo_builder.validate.live_request import InputFile, parse_input_file
 
 
 def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -30,21 +29,26 @@ def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> tu
         raise UserError(f"--concurrency {value!r}: give whole numbers separated by commas, e.g. 1,4,16") from None
     if not levels or any(level < 1 for level in levels):
         raise UserError(f"--concurrency {value!r}: every level must be >= 1")
+    check_concurrency(levels)  # before the server starts: the limit and why, at once
     return levels
 
 
-def _input_files(values: Sequence[str]) -> dict[str, list[bytes]]:
-    """``NAME=FILE`` (repeatable): FILE's bytes become one element of input NAME (e.g. a JPEG for IMAGE)."""
-    files: dict[str, list[bytes]] = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep or not name or not path:
-            raise UserError(f"--input {value!r}: expected NAME=FILE, e.g. IMAGE=photo.jpg")
+def _input_files(values: Sequence[str]) -> tuple[InputFile, ...]:
+    """``[MODEL:]NAME=FILE`` (repeatable), as ``validate --live --input`` takes them."""
+    return tuple(parse_input_file(v) for v in values)
+
+
+def _files_for(model: str, files: Sequence[InputFile]) -> dict[str, list[bytes]]:
+    """Input name -> the bytes of each file given for it (FILE's bytes become one element, e.g. a JPEG for IMAGE)."""
+    out: dict[str, list[bytes]] = {}
+    for file in files:
+        if not file.applies_to(model):
+            continue
         try:
-            files.setdefault(name, []).append(Path(path).read_bytes())
+            out.setdefault(file.name, []).append(file.path.read_bytes())
         except OSError as exc:
-            raise UserError(f"--input {value}: cannot read {path} ({exc.strerror or exc})") from None
-    return files
+            raise UserError(f"--input {file.path}: cannot read it ({exc.strerror or exc})") from None
+    return out
 
 
 def format_bench(result: ModelBench) -> str:
@@ -67,12 +71,16 @@ def format_bench(result: ModelBench) -> str:
 @click.option("--concurrency", default="1,4,16", show_default=True, callback=_concurrencies, help="Closed-loop clients, comma-separated levels.")
 @click.option("--seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Measured window per level.")
 @click.option("--warmup", type=click.FloatRange(min=0.0), default=2.0, show_default=True, help="Unmeasured requests first, per level.")
-@click.option("--input", "inputs", multiple=True, help="NAME=FILE: send FILE's bytes as input NAME (repeat for several files, sent in turn). Other inputs are synthesized.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write every figure to this JSON file.")
+@click.option("--input", "inputs", multiple=True, metavar="[MODEL:]NAME=FILE",
+              help="Send FILE's bytes as input NAME (of MODEL, default: every model with that input); repeat for several "
+                   "files, sent in turn. Other inputs are synthesized.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None, hidden=True,
+              help="Also write every figure to this JSON file (kept for old scripts: --format json --output FILE).")
 @click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="This tritonserver binary instead of the embedded one.")
+@output_options
 def command(
     repository: Path, models: tuple[str, ...], concurrency: tuple[int, ...], seconds: float, warmup: float,
-    inputs: tuple[str, ...], json_path: Path | None, tritonserver: Path | None,
+    inputs: tuple[str, ...], json_path: Path | None, tritonserver: Path | None, output: Output,
 ) -> int:
     """Measure a model repository served by Triton: throughput, latency percentiles, the slowest step.
 
@@ -84,14 +92,24 @@ def command(
     names = models or default_models(repository)
     if not names:
         raise UserError(f"{repository}: no model folder with a config.pbtxt; build one with 'repo-builder build'")
+    check_output_file(json_path)
     results: list[dict[str, Any]] = []
+    texts: list[str] = []
     errors = 0
     with start_server(repository, mode="explicit", tritonserver=str(tritonserver) if tritonserver else None) as server:
         for name in names:
-            result = bench_model(server, name, files, concurrency, seconds, warmup, _log)
-            click.echo(format_bench(result))
+            result = bench_model(server, name, _files_for(name, files), concurrency, seconds, warmup, output.progress)
+            if output.json or output.path is not None:
+                texts.append(format_bench(result))
+            else:
+                click.echo(format_bench(result))  # as each model finishes
             results.append(result.to_json())
             errors += sum(level.errors for level, _ in result.levels)
+    document = json.dumps({"repository": str(repository), "models": results}, indent=2)
+    if output.json:
+        output.report(document)
+    elif output.path is not None:
+        output.report("\n".join(texts))
     if json_path is not None:
-        json_path.write_text(json.dumps({"repository": str(repository), "models": results}, indent=2), encoding="utf-8")
+        Output(path=json_path).report(document)
     return 1 if errors else 0
