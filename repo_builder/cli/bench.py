@@ -33,21 +33,23 @@ def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> tu
     return levels
 
 
-def _input_files(values: Sequence[str]) -> tuple[InputFile, ...]:
-    """``[MODEL:]NAME=FILE`` (repeatable), as ``validate --live --input`` takes them."""
-    return tuple(parse_input_file(v) for v in values)
-
-
-def _files_for(model: str, files: Sequence[InputFile]) -> dict[str, list[bytes]]:
-    """Input name -> the bytes of each file given for it (FILE's bytes become one element, e.g. a JPEG for IMAGE)."""
-    out: dict[str, list[bytes]] = {}
-    for file in files:
-        if not file.applies_to(model):
-            continue
+def _input_files(values: Sequence[str]) -> tuple[tuple[InputFile, bytes], ...]:
+    """``[MODEL:]NAME=FILE`` (repeatable), as ``validate --live --input`` takes them; read before any server starts."""
+    read = []
+    for file in (parse_input_file(v) for v in values):
         try:
-            out.setdefault(file.name, []).append(file.path.read_bytes())
+            read.append((file, file.path.read_bytes()))
         except OSError as exc:
             raise UserError(f"--input {file.path}: cannot read it ({exc.strerror or exc})") from None
+    return tuple(read)
+
+
+def _files_for(model: str, files: Sequence[tuple[InputFile, bytes]]) -> dict[str, list[bytes]]:
+    """Input name -> the bytes of each file given for it (FILE's bytes become one element, e.g. a JPEG for IMAGE)."""
+    out: dict[str, list[bytes]] = {}
+    for file, contents in files:
+        if file.applies_to(model):
+            out.setdefault(file.name, []).append(contents)
     return out
 
 
