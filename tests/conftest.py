@@ -25,12 +25,14 @@ tempfile.tempdir = SESSION_TMP
 _left_by: dict[str, str] = {}  # folder name -> the first test after which it existed
 
 
-_NOT_OURS = (".ses",)  # onnxruntime keeps its session-id file in TMPDIR on purpose (see test_signals.py)
+# Not ours, kept on purpose by their owners (removed with the folder when the session passes): pytest's
+# tmp_path tree, onnxruntime's session-id file (see test_signals.py), torch's compile cache.
+_NOT_OURS = ("pytest-of-", ".ses", "torchinductor_")
 
 
 def _leftovers() -> set[str]:
     try:
-        return {n for n in os.listdir(SESSION_TMP) if not n.startswith("pytest-of-") and n not in _NOT_OURS}
+        return {n for n in os.listdir(SESSION_TMP) if not n.startswith(_NOT_OURS)}
     except OSError:
         return set()
 
