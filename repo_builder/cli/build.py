@@ -121,7 +121,7 @@ def build_request(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]
     )
 
 
-def _print_summary(built: BuildOutcome, output: Output) -> None:
+def _print_summary(built: BuildOutcome, output: Output, target: str) -> None:
     if output.json:
         output.report(json.dumps(built.to_json(), indent=2))
         return
@@ -131,7 +131,7 @@ def _print_summary(built: BuildOutcome, output: Output) -> None:
     if result.head == "untrained":
         lines.append("head: untrained (--new-head/--num-labels: the classification head has random weights; fine-tune before serving)")
     lines.append(f"clients call '{result.ensemble}'" + (" once compile-pending has built the plan" if result.pending_compile else ""))
-    lines.append(f"validated with: {outcome.command} ({'passes' if outcome.ok else 'FAILS'})")
+    lines.append(f"validated with: {outcome.command} ({'passes' if outcome.ok else 'FAILS'}); {target}")
     output.report("\n".join(lines))
 
 
@@ -141,9 +141,8 @@ def run_build(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) ->
     check_output_file(output.path)
     log = None if kwargs["quiet"] else _stderr
     steps = Steps(not kwargs["quiet"], write=_stderr)
-    output.progress(target_line(kwargs["gpu"]))
     outcome = build(build_request(chosen, params, kwargs), log=log, steps=steps)
-    _print_summary(outcome, output)
+    _print_summary(outcome, output, target_line(kwargs["gpu"]))
     return 0 if outcome.ok else 1
 
 

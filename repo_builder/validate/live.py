@@ -235,6 +235,7 @@ class _Judge:
         self.tasks = {} if is_remote(repository.location) else recorded_tasks(repository.root)
         self.stuck: dict[str, str] = {}  # model -> "hung" / "timed out" / "crashed the server"
         self.down: str | None = None  # why no server is left to load the remaining models
+        self.log_named = False  # a reason points at the server's log: it must outlive the run
 
     def _restart(self, after: str, what: str) -> None:
         """A fresh server for the models still to come; if none will start, they are not proven."""
@@ -242,6 +243,7 @@ class _Judge:
             self.server.restart()
         except (ServerError, UserError) as exc:  # UserError: the staged copy is gone
             self.down = f"tritonserver could not be restarted after '{after}' {what}: {exc}"
+            self.log_named = isinstance(exc, ServerError)
 
     def blocked(self, model: ModelEntry) -> LiveVerdict | None:
         if self.down is not None:
@@ -327,6 +329,10 @@ def judge_repository(
     for model in load_order(repository):
         route = (routes or {}).get(model.name) or ModelRoute(model.name, Route.LOAD, None)
         verdicts[model.name] = _judge_one(judge, model, route, progress or _silent)
+    if not judge.log_named:
+        # Crashes were read from the log into the verdicts: nothing points at it, so it goes with the server
+        # (kept only when a restart failed on the server itself: that reason names the log).
+        server.discard_log()
     return verdicts
 
 
