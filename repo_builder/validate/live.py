@@ -231,8 +231,9 @@ class _Judge:
 
     def __init__(self, server: TritonServer, repository: Repository, settings: LiveSettings) -> None:
         self.server, self.repository, self.settings = server, repository, settings
-        # The task each ensemble's build recorded: its family's real sample request (local folders only).
-        self.tasks = {} if is_remote(repository.location) else recorded_tasks(repository.root)
+        # The task each ensemble's build recorded: its family's real sample request (for s3://, the root is
+        # the mirror of the small files, the manifest included).
+        self.tasks = recorded_tasks(repository.root)
         self.stuck: dict[str, str] = {}  # model -> "hung" / "timed out" / "crashed the server"
         self.down: str | None = None  # why no server is left to load the remaining models
         self.log_named = False  # a reason points at the server's log: it must outlive the run
