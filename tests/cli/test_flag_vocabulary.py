@@ -6,6 +6,7 @@ top-level summaries that fit on one line."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -106,3 +107,20 @@ def test_validate_refuses_both_endpoint_names_when_they_differ() -> None:
     runner = CliRunner()
     both = runner.invoke(cli, ["validate", "s3://b/p", "--endpoint-url", "http://a:1", "--s3-endpoint", "http://b:2"])
     assert both.exit_code == 2 and "old name of --endpoint-url" in both.output
+
+
+def test_output_option_writes_the_report_to_the_file_when_given(tmp_path: Path) -> None:
+    from repo_builder.cli.options import Output, output_options
+
+    @click.command("demo")
+    @output_options
+    def demo(output: Output) -> None:
+        output.progress("working")
+        output.report('{"ok": true}' if output.json else "ok")
+
+    runner = CliRunner()
+    target = tmp_path / "report.json"
+    done = runner.invoke(demo, ["--format", "json", "--output", str(target)])
+    assert done.exit_code == 0 and target.read_text() == '{"ok": true}\n' and '"ok"' not in done.stdout
+    missing = runner.invoke(demo, ["--output", str(tmp_path / "no" / "r.txt")])
+    assert missing.exit_code != 0 and "does not exist" in str(missing.exception or missing.output)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -109,7 +110,7 @@ def test_check_answer_passes_when_names_dtypes_and_shapes_match() -> None:
         (lambda a: a.__setitem__("LABELS", np.zeros((3, 3), dtype=np.int32)), "'LABELS' is int32, the config declares TYPE_STRING"),
     ],
 )
-def test_check_answer_names_the_output_when_it_differs_from_the_config(change, expected: str) -> None:
+def test_check_answer_names_the_output_when_it_differs_from_the_config(change: Callable[[dict[str, np.ndarray]], object], expected: str) -> None:
     wrong = answer()
     change(wrong)
     problem = check_answer(config(), wrong, 3)
@@ -129,7 +130,7 @@ def test_check_classification_passes_when_scores_are_probabilities_best_first() 
         ([0.7, 0.2, 0.1], [1, 1, 0], "not distinct"),
     ],
 )
-def test_check_classification_says_why_when_scores_are_not_class_probabilities(scores, ids, expected: str) -> None:
+def test_check_classification_says_why_when_scores_are_not_class_probabilities(scores: list[float], ids: list[int] | None, expected: str) -> None:
     problem = check_classification(answer(scores=scores, ids=ids))
     assert problem is not None and expected in problem
 
