@@ -157,7 +157,7 @@ def validate(
 
     ``path_or_url``: a folder or ``s3://bucket/prefix``. ``strict``: judge as Triton with
     ``--disable-auto-complete-config``. ``gpu``: whether the deploy target has GPUs (default: it has,
-    offline; under ``live``, whether this machine has). ``triton_release`` (``"24.08"``): the target
+    under ``live`` too: one rule in every command). ``triton_release`` (``"24.08"``): the target
     release for TensorRT version checks (an unknown one is a ``UserError``); ``tensorrt_version``
     (``"10.3.0"``): the TensorRT version itself, which wins over the release's. ``allow_pending``:
     TensorRT plans still to compile are warnings.
