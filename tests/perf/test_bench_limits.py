@@ -61,3 +61,18 @@ def test_bench_answers_within_30_s_when_concurrency_is_beyond_the_machine(tmp_pa
     assert time.monotonic() - started < 30
     assert done.returncode == 2, done.stderr
     assert "--concurrency 100000: this machine can run at most" in done.stderr and "clients:" in done.stderr
+
+
+def test_wait_logs_the_time_left_while_a_big_level_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from repo_builder.triton import bench
+
+    monkeypatch.setattr(bench, "PROGRESS_SECONDS", 0.05)
+    threads = [threading.Thread(target=time.sleep, args=(0.3,)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    lines: list[str] = []
+    bench._wait(threads, time.perf_counter() + 0.15, lines.append)
+    assert lines and lines[0].startswith("  measuring: ") and lines[-1] == "  waiting for the last answers"
+    assert not any(t.is_alive() for t in threads)
