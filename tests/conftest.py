@@ -7,3 +7,50 @@ import os
 # gRPC's fork handlers can deadlock a fork() made while its threads are busy; the tests fork helpers
 # (servers, CLI subprocesses) from a process that also holds gRPC clients.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
+
+# --- Leftovers (issue 26): the suite leaves no folders in the temporary directory. -------------------
+# Other engineers' runs share /tmp, so the check is private to this session: every temporary folder made
+# by this process and its children (servers' workdirs, live stages, S3 mirrors) lands in a fresh folder;
+# after the last fixture is torn down the session fails if anything but pytest's own tmp_path tree is left,
+# naming the test that left it. The folder is removed when the session passes.
+import shutil
+import tempfile
+
+import pytest
+
+SESSION_TMP = tempfile.mkdtemp(prefix="repo-builder-tests-")
+os.environ["TMPDIR"] = SESSION_TMP
+tempfile.tempdir = SESSION_TMP
+_left_by: dict[str, str] = {}  # folder name -> the first test after which it existed
+
+
+# Not ours, kept on purpose by their owners (removed with the folder when the session passes): pytest's
+# tmp_path tree, onnxruntime's session-id file (see test_signals.py), torch's compile cache.
+_NOT_OURS = ("pytest-of-", ".ses", "torchinductor_")
+
+
+def _leftovers() -> set[str]:
+    try:
+        return {n for n in os.listdir(SESSION_TMP) if not n.startswith(_NOT_OURS)}
+    except OSError:
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def _note_leftovers(request: pytest.FixtureRequest):
+    before = _leftovers()
+    yield
+    for name in _leftovers() - before:
+        _left_by.setdefault(name, request.node.nodeid)
+
+
+@pytest.hookimpl(trylast=True)  # after the runner has torn down session-scoped fixtures (servers)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    left = sorted(_leftovers())
+    if left:
+        lines = [f"  {SESSION_TMP}/{n} (left after {_left_by.get(n, 'a fixture or the session')})" for n in left]
+        print("\nerror: the tests left folders in the temporary directory:\n" + "\n".join(lines))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif exitstatus == 0:
+        shutil.rmtree(SESSION_TMP, ignore_errors=True)

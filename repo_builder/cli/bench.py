@@ -7,24 +7,24 @@ Triton's statistics API each ensemble step's queue and compute time, naming the 
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from repo_builder.cli.options import Output, check_output_file, output_options
 from repo_builder.errors import UserError
-from repo_builder.fsutil import write_json_atomic
 from repo_builder.report import bench_document, check_output, parse_record, write_report
 from repo_builder.report.charts import require_plotting
 from repo_builder.report.run_info import repository_digest
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ModelBench, bench_model, default_models
 from repo_builder.triton.bench_assets import SERVER_ARGS, asset_requests, needs_forwarding
-
-
-def _log(message: str) -> None:
-    click.echo(message, err=True)
+from repo_builder.triton.bench_limits import check_concurrency
+from repo_builder.validate.live_request import InputFile, parse_input_file
 
 
 def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -34,21 +34,28 @@ def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> tu
         raise UserError(f"--concurrency {value!r}: give whole numbers separated by commas, e.g. 1,4,16") from None
     if not levels or any(level < 1 for level in levels):
         raise UserError(f"--concurrency {value!r}: every level must be >= 1")
+    check_concurrency(levels)  # before the server starts: the limit and why, at once
     return levels
 
 
-def _input_files(values: Sequence[str]) -> dict[str, list[bytes]]:
-    """``NAME=FILE`` (repeatable): FILE's bytes become one element of input NAME (e.g. a JPEG for IMAGE)."""
-    files: dict[str, list[bytes]] = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep or not name or not path:
-            raise UserError(f"--input {value!r}: expected NAME=FILE, e.g. IMAGE=photo.jpg")
+def _input_files(values: Sequence[str]) -> tuple[tuple[InputFile, bytes], ...]:
+    """``[MODEL:]NAME=FILE`` (repeatable), as ``validate --live --input`` takes them; read before any server starts."""
+    read = []
+    for file in (parse_input_file(v) for v in values):
         try:
-            files.setdefault(name, []).append(Path(path).read_bytes())
+            read.append((file, file.path.read_bytes()))
         except OSError as exc:
-            raise UserError(f"--input {value}: cannot read {path} ({exc.strerror or exc})") from None
-    return files
+            raise UserError(f"--input {file.path}: cannot read it ({exc.strerror or exc})") from None
+    return tuple(read)
+
+
+def _files_for(model: str, files: Sequence[tuple[InputFile, bytes]]) -> dict[str, list[bytes]]:
+    """Input name -> the bytes of each file given for it (FILE's bytes become one element, e.g. a JPEG for IMAGE)."""
+    out: dict[str, list[bytes]] = {}
+    for file, contents in files:
+        if file.applies_to(model):
+            out.setdefault(file.name, []).append(contents)
+    return out
 
 
 def format_bench(result: ModelBench) -> str:
@@ -71,14 +78,18 @@ def format_bench(result: ModelBench) -> str:
 @click.option("--concurrency", default="1,4,16", show_default=True, callback=_concurrencies, help="Closed-loop clients, comma-separated levels.")
 @click.option("--seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Measured window per level.")
 @click.option("--warmup", type=click.FloatRange(min=0.0), default=2.0, show_default=True, help="Unmeasured requests first, per level.")
-@click.option("--input", "inputs", multiple=True, help="NAME=FILE: send FILE's bytes as input NAME (repeat for several files, sent in turn). Other inputs are synthesized. "
-              "For IMAGE_ASSET of a --nvcf-assets repository, FILE is written under its asset root and sent as an asset id with the NVCF headers.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write every figure to this JSON file.")
+@click.option("--input", "inputs", multiple=True, metavar="[MODEL:]NAME=FILE",
+              help="Send FILE's bytes as input NAME (of MODEL, default: every model with that input); repeat for several "
+                   "files, sent in turn. Other inputs are synthesized. For IMAGE_ASSET of a --nvcf-assets repository, "
+                   "FILE is written under its asset root and sent as an asset id with the NVCF headers.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None, hidden=True,
+              help="Also write every figure to this JSON file (kept for old scripts: --format json --output FILE).")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Also write the results as one HTML page with charts (the 'report' extra).")
 @click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="This tritonserver binary instead of the embedded one.")
+@output_options
 def command(
     repository: Path, models: tuple[str, ...], concurrency: tuple[int, ...], seconds: float, warmup: float,
-    inputs: tuple[str, ...], json_path: Path | None, report_path: Path | None, tritonserver: Path | None,
+    inputs: tuple[str, ...], json_path: Path | None, report_path: Path | None, tritonserver: Path | None, output: Output,
 ) -> int:
     """Measure a model repository served by Triton: throughput, latency percentiles, the slowest step.
 
@@ -90,26 +101,41 @@ def command(
     names = models or default_models(repository)
     if not names:
         raise UserError(f"{repository}: no model folder with a config.pbtxt; build one with 'repo-builder build'")
+    check_output_file(json_path)
     if report_path is not None:  # refused now, not after minutes of measuring
         check_output(report_path, option="--report")
         require_plotting("bench --report")
     digest = repository_digest(repository)  # before serving: what was measured
     results: list[dict[str, Any]] = []
+    texts: list[str] = []
     errors = 0
-    with asset_requests(repository, names, files) as plans, start_server(
-        repository, mode="explicit", tritonserver=str(tritonserver) if tritonserver else None,
-        extra_args=SERVER_ARGS if needs_forwarding(plans) else (),  # NVCF assets: forward their headers
-    ) as server:
+    with contextlib.ExitStack() as stack:
+        # Each model its own files ([MODEL:]NAME=FILE); NVCF asset files written under its asset root.
+        plans = {name: stack.enter_context(asset_requests(repository, [name], _files_for(name, files)))[name] for name in names}
+        server = stack.enter_context(start_server(
+            repository, mode="explicit", tritonserver=str(tritonserver) if tritonserver else None,
+            extra_args=SERVER_ARGS if needs_forwarding(plans) else (),  # NVCF assets: forward their headers
+        ))
         server_version = server.client.get_server_metadata().version
         for name in names:
-            result = bench_model(server, name, plans[name].files, concurrency, seconds, warmup, _log, headers=plans[name].headers)
-            click.echo(format_bench(result))
+            result = bench_model(server, name, plans[name].files, concurrency, seconds, warmup, output.progress,
+                                 headers=plans[name].headers)
+            if output.json or output.path is not None:
+                texts.append(format_bench(result))
+            else:
+                click.echo(format_bench(result))  # as each model finishes
             results.append(result.to_json())
             errors += sum(level.errors for level, _ in result.levels)
-    settings = {"concurrency": list(concurrency), "seconds": seconds, "warmup": warmup, "inputs": sorted(files) or "synthesized"}
+    settings = {"concurrency": list(concurrency), "seconds": seconds, "warmup": warmup,
+                "inputs": sorted({f.name for f, _ in files}) or "synthesized"}
     document = bench_document(repository, results, settings=settings, server_version=server_version, digest=digest)
+    text = json.dumps(document, indent=2)
+    if output.json:
+        output.report(text)
+    elif output.path is not None:
+        output.report("\n".join(texts))
     if json_path is not None:
-        write_json_atomic(json_path, document)
+        Output(path=json_path).report(text)
     if report_path is not None:
         write_report([parse_record(document, str(json_path or "not written (no --json)"), repository.name)], report_path)
     return 1 if errors else 0

@@ -14,7 +14,14 @@ from typing import Any
 
 import click
 
-from repo_builder.cli.options import option_group
+from repo_builder.cli.options import (
+    Output,
+    check_output_file,
+    gpu_option,
+    option_group,
+    output_file_option,
+    target_line,
+)
 from repo_builder.compile_recipe import PRECISIONS
 from repo_builder.export.progress import Steps
 from repo_builder.pipelines.build_check import DEFAULT_LOAD_TIMEOUT, CheckRequest
@@ -40,6 +47,7 @@ common_options = option_group(
     click.option("--max-batch-size", type=int, default=8, show_default=True, help="max_batch_size of every step (the ensemble never exceeds its members)."),
     click.option("--version", "version", type=int, default=None, help="Version folder to write (default: the next free version of every step)."),
     click.option("--force", is_flag=True, help="Replace an existing version folder."),
+    click.option("--replace", is_flag=True, help="The ensemble's inputs or outputs may change (build refuses an API change in --out otherwise)."),
     click.option("--templates", type=click.Path(path_type=Path), default=None,
                  help="Folder of Jinja2 templates overriding the shipped ones by name (templates are code: they run when rendered)."),
     click.option("--top-k", type=int, default=5, show_default=True, help="How many labels and scores the ensemble returns."),
@@ -59,8 +67,7 @@ common_options = option_group(
 # The validation build ends with: the same flags as `repo-builder validate`, and build prints that command.
 check_options = option_group(
     click.option("--strict", is_flag=True, help="Validate as Triton with --disable-auto-complete-config: configs must be complete."),
-    click.option("--gpu/--no-gpu", default=None,
-                 help="Validate for a machine with (or without) GPUs [default: --gpu for tensorrt, else whether this machine has one]."),
+    gpu_option,
     click.option("--allow-pending", is_flag=True, help="TensorRT plans still to be compiled are warnings (implied by --defer-compile)."),
     click.option("--live", is_flag=True, help="After building, load every model into the embedded Triton and send one request per ensemble (runs the generated model.py files)."),
     click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="--live: this tritonserver binary instead of the embedded one."),
@@ -72,6 +79,7 @@ output_options = option_group(
     click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
                  help='Summary format on stdout; json: {"repository", "ensemble", "models", "validation": {..., "command"}}.'),
     click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json (kept for old scripts)."),
+    output_file_option,
     click.option("-q", "--quiet", is_flag=True, help="No progress lines; only the summary and errors."),
     click.option("-v", "--verbose", is_flag=True, help="Tracebacks for internal errors."),
 )
@@ -108,29 +116,33 @@ def build_request(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]
         instances=kwargs["instances"],
         intra_op_threads=kwargs["intra_op_threads"],
         step_instances=kwargs["step_instances"],
+        replace=kwargs["replace"],
         check=check_request(kwargs),
     )
 
 
-def _print_summary(built: BuildOutcome, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(built.to_json(), indent=2))
+def _print_summary(built: BuildOutcome, output: Output, target: str) -> None:
+    if output.json:
+        output.report(json.dumps(built.to_json(), indent=2))
         return
     result, outcome = built.result, built.check
     models = ", ".join(f"{m.name}/{m.version} ({m.role})" for m in result.models)
-    click.echo(f"built {result.repository}: {models}")
+    lines = [f"built {result.repository}: {models}"]
     if result.head == "untrained":
-        click.echo("head: untrained (--new-head/--num-labels: the classification head has random weights; fine-tune before serving)")
-    click.echo(f"clients call '{result.ensemble}'" + (" once compile-pending has built the plan" if result.pending_compile else ""))
-    click.echo(f"validated with: {outcome.command} ({'passes' if outcome.ok else 'FAILS'})")
+        lines.append("head: untrained (--new-head/--num-labels: the classification head has random weights; fine-tune before serving)")
+    lines.append(f"clients call '{result.ensemble}'" + (" once compile-pending has built the plan" if result.pending_compile else ""))
+    lines.append(f"validated with: {outcome.command} ({'passes' if outcome.ok else 'FAILS'}); {target}")
+    output.report("\n".join(lines))
 
 
 def run_build(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) -> int:
     """Build, then validate as the printed command does; exit 1 when that validation fails."""
+    output = Output("json" if kwargs["as_json"] else kwargs["fmt"], kwargs["quiet"], kwargs["verbose"], kwargs["output_path"])
+    check_output_file(output.path)
     log = None if kwargs["quiet"] else _stderr
     steps = Steps(not kwargs["quiet"], write=_stderr)
     outcome = build(build_request(chosen, params, kwargs), log=log, steps=steps)
-    _print_summary(outcome, kwargs["as_json"] or kwargs["fmt"] == "json")
+    _print_summary(outcome, output, target_line(kwargs["gpu"]))
     return 0 if outcome.ok else 1
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import device_option
+from repo_builder.cli.options import Output, device_option, log_options
 from repo_builder.compile.plan import compile_plan
 from repo_builder.compile.profiles import parse_profile_options
 from repo_builder.compile_recipe import BUILDERS, PRECISIONS, CompileSettings
@@ -35,6 +35,7 @@ from repo_builder.spec import read_signature
 @click.option("--workspace", "workspace_mib", type=click.IntRange(min=1), default=None, help="Workspace memory pool limit, MiB.")
 @click.option("--per-capability", is_flag=True, help="Name the plan model_smXY.plan for cc_model_filenames (one repository, several GPU generations).")
 @device_option
+@log_options
 def command(
     onnx: Path,
     out_dir: Path,
@@ -49,6 +50,7 @@ def command(
     workspace_mib: int | None,
     per_capability: bool,
     device: int,
+    output: Output,
 ) -> int:
     """Build a TensorRT plan from ONNX for this machine's GPU; profiles come from the signature file."""
     if not onnx.is_file():
@@ -65,7 +67,7 @@ def command(
         workspace_mib=workspace_mib,
         per_capability=per_capability,
     )
-    artifact = compile_plan(onnx, signature, out_dir, settings, log=lambda m: click.echo(m, err=True), device=device)
+    artifact = compile_plan(onnx, signature, out_dir, settings, log=output.progress, device=device)
     click.echo(f"wrote {artifact.plan_path} and {artifact.sidecar_path.name} (TensorRT {artifact.tensorrt_version}, compute capability {artifact.compute_capability})")
     if per_capability:
         click.echo(f'config: cc_model_filenames {{ key: "{artifact.compute_capability}" value: "{artifact.plan_path.name}" }}')

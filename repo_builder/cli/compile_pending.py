@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import device_option
+from repo_builder.cli.options import Output, device_option, log_options
 from repo_builder.compile.pending import compile_pending, find_pending
 from repo_builder.compile.plan import require_buildable_tensorrt
 from repo_builder.compile_recipe import BUILDERS
@@ -28,6 +28,7 @@ from repo_builder.validate.reporters.formatting import format_diagnostic
 @click.option("--tensorrt-version", default=None, metavar="X.Y.Z", help="The TensorRT version the serving Triton ships (overrides the --triton-release table).")
 @click.option("--no-validate", "skip_validate", is_flag=True, help="Do not validate the repository afterwards.")
 @device_option
+@log_options
 def command(
     repository: Path,
     builder: str | None,
@@ -37,6 +38,7 @@ def command(
     tensorrt_version: str | None,
     skip_validate: bool,
     device: int,
+    output: Output,
 ) -> int:
     """Build every pending TensorRT plan of REPO on this GPU, update the configs, then validate."""
     if not repository.is_dir():
@@ -46,14 +48,14 @@ def command(
     if expected is not None:
         require_buildable_tensorrt(expected)
     pending = find_pending(repository)
-    click.echo(f"{len(pending)} pending TensorRT plan(s) in {repository}", err=True)
+    output.progress(f"{len(pending)} pending TensorRT plan(s) in {repository}")
     result = compile_pending(
         repository,
         builder=builder,
         timing_cache=timing_cache,
         keep_onnx=keep_onnx,
         expected_tensorrt=expected,
-        log=lambda m: click.echo(m, err=True),
+        log=output.progress,
         device=device,
     )
     for artifact in result.built:

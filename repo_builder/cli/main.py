@@ -42,9 +42,31 @@ def one_line(text: str) -> str:
     return clean(redact(text))
 
 
+# One line each in `repo-builder --help` (click would cut each docstring's first sentence with "...");
+# read from here, so the list imports no command module. tests/cli/test_flag_vocabulary.py checks both.
+SUMMARIES: dict[str, str] = {
+    "validate": "Check a model repository as Triton would load it.",
+    "export": "Export a model to ONNX with a signature.json.",
+    "compile": "Build a TensorRT plan from an ONNX file.",
+    "compile-pending": "Build a repository's pending TensorRT plans.",
+    "build": "Build a complete, validated model repository.",
+    "serve": "Serve a model repository on the embedded Triton.",
+    "bench": "Measure throughput and latency of a repository.",
+    "publish": "Upload a repository to object storage.",
+    "pull": "Download a repository from object storage.",
+    "tune": "Search a pipeline's instances, threads and batching.",
+    "report": "Draw bench and tune results as an HTML page.",
+}
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, SUMMARIES.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMANDS.get(cmd_name)

@@ -9,33 +9,42 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import Output, output_options, timeout_option
+from repo_builder.cli.options import (
+    Output,
+    endpoint_options,
+    gpu_option,
+    output_options,
+    target_line,
+    timeout_option,
+)
 from repo_builder.errors import UserError
 from repo_builder.fsutil import write_json_atomic
-from repo_builder.gpu import gpu_present
 from repo_builder.repository.kserve import check_name, settings_for, write_inference_service
 from repo_builder.repository.object_store import parse_store_url, store_deadline
 from repo_builder.repository.publish import PublishOptions, PublishResult, publish_repository
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
+from repo_builder.validate.location import target_has_gpu
 from repo_builder.validate.records import ValidateOptions
 
 
 def _print_result(result: PublishResult, output: Output) -> None:
     if output.json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        output.report(json.dumps(result.to_json(), indent=2))
         return
-    click.echo(f"--model-repository={result.triton_url}")
-    click.echo("Triton reads the credentials from: " + ", ".join(result.plan.location.triton_environment()))
+    output.report(
+        f"--model-repository={result.triton_url}\n"
+        "Triton reads the credentials from: " + ", ".join(result.plan.location.triton_environment())
+    )
 
 
 @click.command("publish")
 @click.argument("repo", type=click.Path(path_type=Path, file_okay=False))
 @click.argument("url")
-@click.option("--endpoint-url", metavar="URL", help="S3-compatible endpoint (MinIO ...) [default: $AWS_ENDPOINT_URL].")
+@endpoint_options
 @click.option("--force", is_flag=True, help="Publish even when the validator refuses the repository.")
 @click.option("--prune", is_flag=True, help="Delete files (and versions) in the store that the local repository lacks.")
 @click.option("--dry-run", is_flag=True, help="Print what would be uploaded and deleted; change nothing.")
-@click.option("--gpu/--no-gpu", default=None, help="Whether the serving machines have GPUs [default: nvidia-smi here].")
+@gpu_option
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries of a failed request.")
 @click.option("--report", type=click.Path(path_type=Path, dir_okay=False), help="Write a JSON report of the publish here.")
 @click.option("--kserve", "kserve_name", metavar="NAME", help="Also write a KServe InferenceService NAME next to the report.")
@@ -77,9 +86,10 @@ def command(
         force=force,
         prune=prune,
         dry_run=dry_run,
-        validate=ValidateOptions(gpu_present=gpu_present() if gpu is None else gpu),
+        validate=ValidateOptions(gpu_present=target_has_gpu(gpu)),
         attempts=retries + 1,
     )
+    output.progress(target_line(gpu))
     tty = sys.stderr.isatty() and not output.quiet
     with store_deadline(timeout):
         result = publish_repository(repo, location, options, output.progress, tty=tty)

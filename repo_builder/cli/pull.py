@@ -7,21 +7,28 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import Output, output_options, timeout_option
-from repo_builder.gpu import gpu_present
+from repo_builder.cli.options import (
+    Output,
+    endpoint_options,
+    gpu_option,
+    output_options,
+    target_line,
+    timeout_option,
+)
 from repo_builder.repository.object_store import parse_store_url, store_deadline
 from repo_builder.repository.pull import PullOptions, pull_repository
+from repo_builder.validate.location import target_has_gpu
 from repo_builder.validate.records import ValidateOptions
 
 
 @click.command("pull")
 @click.argument("url")
 @click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
-@click.option("--endpoint-url", metavar="URL", help="S3-compatible endpoint (MinIO ...) [default: $AWS_ENDPOINT_URL].")
+@endpoint_options
 @click.option("--all", "all_files", is_flag=True, help="Every object, not only the versions Triton would load.")
 @click.option("--replace", is_flag=True, help="Replace DIR when it is not empty.")
 @click.option("--force", is_flag=True, help="Move the repository into place even when the validator refuses it.")
-@click.option("--gpu/--no-gpu", default=None, help="Whether KIND_GPU instance groups can load [default: nvidia-smi here].")
+@gpu_option
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries of a failed request.")
 @timeout_option
 @output_options
@@ -47,14 +54,15 @@ def command(
         all_files=all_files,
         replace=replace,
         force=force,
-        validate=ValidateOptions(gpu_present=gpu_present() if gpu is None else gpu),
+        validate=ValidateOptions(gpu_present=target_has_gpu(gpu)),
         attempts=retries + 1,
     )
+    output.progress(target_line(gpu))
     with store_deadline(timeout):
         result = pull_repository(location, out_dir, options, output.progress)
     if output.json:
-        click.echo(json.dumps({"url": location.url, "dir": str(result.out_dir), "files": list(result.files),
-                               "bytes": result.total_bytes, "ok": result.report.ok}, indent=2))
+        output.report(json.dumps({"url": location.url, "dir": str(result.out_dir), "files": list(result.files),
+                                  "bytes": result.total_bytes, "ok": result.report.ok}, indent=2))
     else:
-        click.echo(str(result.out_dir))
+        output.report(str(result.out_dir))
     return 0 if result.report.ok else 1

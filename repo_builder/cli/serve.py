@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from repo_builder.cli.options import Output, log_options
 from repo_builder.errors import UserError
 from repo_builder.nvcf import FORWARD_PATTERN, check_forward_pattern
 from repo_builder.signals import interrupt_on_termination
@@ -81,6 +82,7 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the endpoints here once every model is loaded or reported (removed on exit).",
 )
+@log_options
 def command(
     path: str,
     grpc_port: int | None,
@@ -97,6 +99,7 @@ def command(
     strict: bool,
     keep_log: Path | None,
     ready_file: Path | None,
+    output: Output,
 ) -> int:
     """Serve the model repository PATH (a folder, or s3://bucket/prefix read by Triton) until Ctrl-C.
 
@@ -120,8 +123,7 @@ def command(
     settings = ServeSettings(options, load_timeout=load_timeout, keep_log=keep_log, ready_file=ready_file)
     location: Path | str = path if "://" in path else Path(path)
 
-    def progress(line: str) -> None:
-        click.echo(line, err=True)
+    progress = output.progress  # one line per model as it loads (none under -q)
 
     try:
         with interrupt_on_termination(), serve(location, settings, progress) as serving:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.bench import _input_files as input_files  # the NAME=FILE form bench takes
+from repo_builder.cli.bench import _input_files  # the [MODEL:]NAME=FILE form bench takes
 from repo_builder.cli.options import Output, check_quiet_verbose, quiet_option, verbose_option
 from repo_builder.errors import UserError
 from repo_builder.fsutil import write_text_atomic
@@ -41,6 +41,13 @@ def format_table(result: TuneResult) -> str:
         lines.append(f"winner vs start, medians of {confirmed['rounds']} interleaved round(s): {confirmed['ratio']:.2f}x"
                      + (" (not above the noise: the start is kept)" if confirmed.get("kept_start") else ""))
     return "\n".join(lines)
+
+
+def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
+    files: dict[str, list[bytes]] = {}
+    for file, contents in _input_files(values):  # tune measures one ensemble: a MODEL: prefix only documents it
+        files.setdefault(file.name, []).append(contents)
+    return files
 
 
 @click.command(name="tune")
@@ -80,7 +87,7 @@ def command(
         repository=repository, model=model, objective=Objective(p99_budget_ms=p99_ms),
         budget=Budget(max_candidates=max_candidates, max_seconds=max_seconds),
         plan=LoadPlan(concurrency=concurrency, seconds=seconds, warmup=warmup),
-        max_instances=max_instances, confirm_rounds=confirm_rounds, files=input_files(inputs),
+        max_instances=max_instances, confirm_rounds=confirm_rounds, files=_files_by_input(inputs),
         write=not dry_run, tritonserver=str(tritonserver) if tritonserver else None,
     )
     result = tune_repository(request, out.progress)

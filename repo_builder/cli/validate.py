@@ -12,13 +12,22 @@ from pathlib import Path
 
 import click
 
-from repo_builder.cli.options import Output, check_quiet_verbose, quiet_option, timeout_option, verbose_option
+from repo_builder.cli.options import (
+    Output,
+    check_quiet_verbose,
+    endpoint_options,
+    gpu_option,
+    quiet_option,
+    timeout_option,
+    verbose_option,
+)
 from repo_builder.environment import environment_failure
 from repo_builder.errors import ToolError, UserError
 from repo_builder.fsutil import write_text_atomic
 from repo_builder.repository.object_store import store_deadline
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.tensorrt_releases import known_releases
+from repo_builder.validate.live_request import InputFile, parse_input_file
 from repo_builder.validate.location import live_settings, validate_location, validate_options
 from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
@@ -109,9 +118,9 @@ def emit(report: Report, targets: tuple[ReportTarget, ...], settings: RenderSett
         click.echo(summary_line(report, settings.fail_on), err=True)
 
 
-def _check_live_options(live: bool, tritonserver: str | None, load_timeout: float, allow_unproven: bool) -> None:
-    if not live and (tritonserver is not None or load_timeout != DEFAULT_LOAD_TIMEOUT or allow_unproven):
-        raise click.UsageError("--tritonserver, --load-timeout and --allow-unproven only apply with --live")
+def _check_live_options(live: bool, tritonserver: str | None, load_timeout: float, allow_unproven: bool, inputs: tuple[str, ...]) -> None:
+    if not live and (tritonserver is not None or load_timeout != DEFAULT_LOAD_TIMEOUT or allow_unproven or inputs):
+        raise click.UsageError("--tritonserver, --load-timeout, --allow-unproven and --input only apply with --live")
     if load_timeout <= 0:
         raise click.UsageError("--load-timeout must be positive")
 
@@ -144,10 +153,22 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     help="The TensorRT version plans must match (wins over --triton-release; for releases not in the table).",
 )
 @click.option("--allow-pending", is_flag=True, help="TensorRT plans still to be compiled are warnings, not errors.")
+@gpu_option
 @click.option(
-    "--gpu/--no-gpu",
-    default=None,
-    help="Whether the deploy target has GPUs (KIND_GPU instances load) [default: yes; under --live: this machine].",
+    "--live",
+    is_flag=True,
+    help="Also load every model in a real tritonserver (runs the repository's code) and send each ensemble one "
+    "request: --input files, else its family's real sample (repositories repo-builder built), else synthesized "
+    "inputs. A failed real request is an error; a failed synthesized one a warning ('not proven': gate on it "
+    "with --fail-on warning).",
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="[MODEL:]NAME=FILE",
+    help="--live: send FILE's bytes as input NAME of ensemble MODEL (default: every ensemble with that input), "
+    "as bench --input does; repeat for more rows (a .npy file gives a numeric input's array).",
 )
 @click.option(
     "--gpus",
@@ -161,7 +182,6 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     help="The target tritonserver's --http-header-forward-pattern [default: none forwarded]; NVCF runs 'NVCF-.*'. "
     "Steps built with --nvcf-assets warn (RB801) when their headers are not forwarded.",
 )
-@click.option("--live", is_flag=True, help="Also load every model in a real tritonserver (runs the repository's code).")
 @click.option("--tritonserver", metavar="PATH", help="tritonserver binary for --live [default: the one PyTriton ships].")
 @click.option(
     "--load-timeout",
@@ -172,7 +192,7 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     help="Per-model load timeout for --live.",
 )
 @click.option("--allow-unproven", is_flag=True, help="--live: models this server cannot load here do not fail the run.")
-@click.option("--s3-endpoint", metavar="URL", help="S3 endpoint for s3:// paths [default: $AWS_ENDPOINT_URL].")
+@endpoint_options
 @click.option(
     "--max-download",
     type=click.IntRange(min=0),
@@ -222,7 +242,8 @@ def command(
     tritonserver: str | None,
     load_timeout: float,
     allow_unproven: bool,
-    s3_endpoint: str | None,
+    inputs: tuple[str, ...],
+    endpoint_url: str | None,
     max_download: int,
     select: tuple[str, ...],
     ignore: tuple[str, ...],
@@ -236,9 +257,12 @@ def command(
 
     Exit 0 when Triton would load everything, 1 when it would refuse something (or warnings with
     --fail-on warning), 2 for usage errors, 3 when a tool or the machine fails (e.g. --live's server).
+    Under --live, an ensemble that fails a real request (or answers it wrongly) exits 1; one that only
+    fails synthesized inputs is "not proven", a warning: add --fail-on warning to gate on it.
     """
     check_quiet_verbose(quiet, verbose)
-    _check_live_options(live, tritonserver, load_timeout, allow_unproven)
+    _check_live_options(live, tritonserver, load_timeout, allow_unproven, inputs)
+    files: tuple[InputFile, ...] = tuple(parse_input_file(v) for v in inputs)
     if gpus is not None and gpu is not None and gpu != (gpus > 0):
         raise click.UsageError(f"--gpus {gpus} contradicts --{'' if gpu else 'no-'}gpu; give one of them")
     options = validate_options(
@@ -258,13 +282,13 @@ def command(
     for target in targets:
         if target.path is not None:
             prepare_report_file(target.path)
-    settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, s3_endpoint) if live else None
+    settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, endpoint_url, files) if live else None
     with store_deadline(timeout):  # s3:// only: the mirror's store traffic
         report = validate_location(
             path,
             options,
             live=settings,
-            s3_endpoint=s3_endpoint,
+            s3_endpoint=endpoint_url,
             max_download_bytes=max_download << 20,
             progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
         )

@@ -18,6 +18,7 @@ from repo_builder.export.flow import (
     exported_artifact,
     write_export_signature,
 )
+from repo_builder.export.hub_model import resolve_model
 from repo_builder.export.parity import (
     DEFAULT_TOLERANCE,
     check_tolerance,
@@ -69,7 +70,7 @@ def export_text_classifier(
     torch = require("torch", "export", "text-classifier export")
     require("transformers", "export", "text-classifier export")
     opset = check_opset(opset)
-    model_dir = _check_model_dir(Path(model_dir))
+    model_dir = _check_model_dir(resolve_model(model_dir))  # a folder, or a Hub id (cache, then download)
     steps = steps or Steps(progress)
     with steps.step(f"loading {model_dir.name}"):
         _load_config(model_dir)  # its one-line errors first (unknown model_type ...)

@@ -119,3 +119,31 @@ def make_tiny_text_classifier(
     model.save_pretrained(out_dir)
     fast.save_pretrained(out_dir)
     return out_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m repo_builder.export.tiny_models OUT``: the tiny classifier as a model folder, offline.
+
+    A text model for trying repo-builder (or its CI) with no network and no Hub download: random weights,
+    so its labels mean nothing; the pipeline, tokenizer and serving are real.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m repo_builder.export.tiny_models",
+        description="Save a tiny BERT sequence classifier (random weights) and its tokenizer to OUT, offline.",
+    )
+    parser.add_argument("out", type=Path, help="folder to create (must be new or empty)")
+    parser.add_argument("--num-labels", type=int, default=3, help="number of classes (default: 3)")
+    parser.add_argument("--seed", type=int, default=0, help="weights' random seed (default: 0)")
+    args = parser.parse_args(argv)
+    if args.num_labels < 1:
+        parser.error("--num-labels must be >= 1")
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        parser.error(f"{args.out}: exists and is not an empty folder; choose a new folder")
+    print(make_tiny_text_classifier(args.out, num_labels=args.num_labels, seed=args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

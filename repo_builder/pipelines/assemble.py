@@ -23,6 +23,7 @@ from repo_builder.pipelines.classification import check_labels_file, class_count
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, check_version, step_names
 from repo_builder.render.context import check_tensor_name
 from repo_builder.render.rendered import RenderedModel
+from repo_builder.repository.build_target import check_api_unchanged
 from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, read_signature
 
 Log = Callable[[str], None]
@@ -45,6 +46,7 @@ class BuildOptions:
     check_parity: bool = True
     runtime_reason: str = ""  # why this runtime (auto says which it picked and why)
     record: Mapping[str, Any] = field(default_factory=dict)  # extra build settings for the manifest
+    replace: bool = False  # --replace: the ensemble's API may change (repository/build_target.py)
 
     def __post_init__(self) -> None:
         check_version(self.version)
@@ -199,6 +201,7 @@ def build_pipeline(
         source = model_source(artifact, options, stage.root / "compile", log)
         labels = _labels(artifact, options, class_count(artifact.signature))
         rendered = render(env, source, artifact, labels, versions)
+        check_api_unchanged(out, rendered, options.replace)  # before anything is staged or moved
         staged = [stage_model(stage, m) for m in rendered]
         log(f"writing {', '.join(f'{m.name}/{m.version}' for m in staged)} into {out} (validated before anything moves)")
         judge = repository_judge(rehearsal_options(options.settings.runtime, options.defer_compile))

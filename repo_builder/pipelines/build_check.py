@@ -29,7 +29,7 @@ class CheckRequest:
     """Build's validation flags, as the user gave them (None: decided from the build)."""
 
     strict: bool = False
-    gpu: bool | None = None  # --gpu/--no-gpu; None: --gpu for tensorrt, else validate's own default
+    gpu: bool | None = None  # --gpu/--no-gpu; None: a GPU server, as in every command
     allow_pending: bool = False
     live: bool = False
     tritonserver: Path | None = None
@@ -90,7 +90,7 @@ class CheckOutcome:
 def plan_check(repository: Path, runtime: str, pending_compile: bool, request: CheckRequest) -> CheckPlan:
     """Which validation matches this build (pure, apart from asking for a GPU when nothing decides it)."""
     # A TensorRT repository targets a GPU machine; otherwise validate's own default (printed explicitly).
-    gpu = True if request.gpu is None and runtime == "tensorrt" else target_has_gpu(request.gpu, live=request.live)
+    gpu = target_has_gpu(request.gpu)  # one rule in every command: a GPU server unless --no-gpu
     if pending_compile and not gpu:
         raise UserError("--defer-compile targets a GPU machine; drop --no-gpu (plans are compiled and run there)")
     options = ValidateOptions(strict=request.strict, allow_pending=request.allow_pending or pending_compile, gpu_present=gpu)

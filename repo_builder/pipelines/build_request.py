@@ -24,6 +24,7 @@ from repo_builder.pipelines.registry import Family, build_family, family, prepar
 from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
 from repo_builder.pipelines.settings import PipelineSettings
 from repo_builder.render.tuning import ModelTuning, step_instances, tune_model_step
+from repo_builder.repository.build_target import check_out_folder
 
 Log = Callable[[str], None]
 
@@ -53,6 +54,7 @@ class BuildRequest:
     instances: int | None = None
     intra_op_threads: int | None = None
     step_instances: int | None = None  # pre/post (Python) steps' instances; None: render.tuning.step_instances
+    replace: bool = False  # --replace: the ensemble's inputs/outputs may change (repository/build_target.py)
     check: CheckRequest = field(default_factory=CheckRequest)
 
 
@@ -75,6 +77,7 @@ def _check_paths(request: BuildRequest) -> None:
         raise UserError(f"--out {out}: build writes a local folder; build locally, then copy it to the object store")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
+    check_out_folder(out)  # an unrelated folder with the user's own files: refused before any export
     if request.templates is not None and not Path(request.templates).is_dir():
         raise UserError(f"--templates {request.templates}: not a folder; pass a copy of the shipped templates/ folder")
     check_labels_file(request.labels)
@@ -122,6 +125,7 @@ def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, 
         compile_settings=_compile_settings(request, choice),
         check_parity=request.check_parity,
         runtime_reason=choice.reason,
+        replace=request.replace,
     )
     return options, tuning
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
+from repo_builder.export.hub_model import resolve_model
 from repo_builder.export.text_classifier import export_text_classifier, head_labels
 from repo_builder.pipelines.classification import classifier_logits, render_classification_pipeline
 from repo_builder.pipelines.family import FamilyJob, FamilyOption
@@ -109,7 +110,7 @@ def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, st
     model_dir = params.get("model")
     if model_dir is None:
         raise UserError("build text-classifier needs exactly one of --model PATH or --from-export DIR")
-    model_dir = Path(model_dir)
+    model_dir = resolve_model(model_dir)  # a folder, or a Hub id: from the local cache, else downloaded
     if not model_dir.is_dir():
         raise UserError(f"--model {model_dir}: no such folder; pass a Hugging Face model folder (config, weights, tokenizer)")
     max_length = params.get("max_length")

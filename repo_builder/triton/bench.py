@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.triton.bench_limits import PROGRESS_FROM, start_progress
 from repo_builder.triton.client import connect, error_text, grpc_module
 from repo_builder.triton.synthesize import request_shape, synthesize_inputs
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.scan import read_config
+
+PROGRESS_SECONDS = 5.0  # a progress line this often while a big level runs
 
 # One request: input name -> (array, wire type). A workload is a few of them, sent in turn.
 Payload = Mapping[str, tuple[Any, str]]
@@ -143,6 +146,16 @@ class _Worker:
                 self.last_end = end
 
 
+def _wait(threads: Sequence[threading.Thread], stop_at: float, log: Callable[[str], None] | None) -> None:
+    """Join every client; with ``log``, a line every ``PROGRESS_SECONDS`` while they run."""
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(PROGRESS_SECONDS if log is not None else None)
+            if log is not None and thread.is_alive():
+                left = stop_at - time.perf_counter()
+                log(f"  measuring: {left:.0f} s left" if left > 0 else "  waiting for the last answers")
+
+
 def run_load(
     url: str,
     model: str,
@@ -153,20 +166,25 @@ def run_load(
     warmup: float,
     items_per_request: int = 1,
     headers: Mapping[str, str] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> LoadResult:
-    """``concurrency`` closed-loop clients for ``warmup + seconds``; only the last ``seconds`` count."""
+    """``concurrency`` closed-loop clients for ``warmup + seconds``; only the last ``seconds`` count. ``log``
+    gets progress on levels that take a while (``bench_limits.PROGRESS_FROM`` clients or more)."""
     if concurrency < 1 or seconds <= 0:
         raise ValueError("concurrency must be >= 1 and seconds > 0")
     prepared = [_infer_inputs(p) for p in payloads]
-    workers = [_Worker(url, model, prepared, offset=i, headers=headers) for i in range(concurrency)]
+    started = start_progress(concurrency, log)
+    workers = []
+    for i in range(concurrency):
+        workers.append(_Worker(url, model, prepared, offset=i, headers=headers))
+        started(i + 1)
     measure_from = time.perf_counter() + warmup
     stop_at = measure_from + seconds
     hard_stop = stop_at + max(60.0, seconds)
     threads = [threading.Thread(target=w.loop, args=(measure_from, stop_at, hard_stop), daemon=True) for w in workers]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    _wait(threads, stop_at, log if concurrency >= PROGRESS_FROM else None)
     for worker in workers:
         worker.client.close()
     latencies = [value * 1000.0 for w in workers for value in w.latencies]
@@ -258,11 +276,12 @@ def measure(
     steps: Sequence[str] = (),
     on_done: Callable[[LoadResult], None] | None = None,
     headers: Mapping[str, str] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> tuple[LoadResult, tuple[StepStats, ...]]:
     """``run_load`` with the statistics of ``model`` and its ``steps`` over the same window (warm-up included)."""
     before = statistics(client)
-    result = run_load(url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, items_per_request=items_per_request,
-                      headers=headers)
+    result = run_load(url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup,
+                      items_per_request=items_per_request, headers=headers, log=log)
     after = statistics(client)
     if on_done is not None:
         on_done(result)
@@ -340,6 +359,6 @@ def bench_model(server: Any, name: str, files: Mapping[str, Sequence[bytes]], co
         log(f"{name}: concurrency {concurrency}, {warmup:g} s warm-up then {seconds:g} s")
         levels.append(
             measure(server.client, server.grpc_url, name, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, items_per_request=items, steps=steps,
-                    headers=headers)
+                    headers=headers, log=log)
         )
     return ModelBench(name, tuple(levels))

@@ -360,6 +360,11 @@ class TritonServer:
             self.workdir = None
             self._backends = None
 
+    def discard_log(self) -> None:
+        """The caller has read what it needs from the log (a death included): remove it on ``stop`` unless
+        the options asked to keep it at a path (``--keep-log``)."""
+        self._keep_log = self.options.log_path is not None
+
     def keep_log(self) -> None:
         """Keep the log file after ``stop`` (an error message points at it)."""
         self._keep_log = True

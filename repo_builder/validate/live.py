@@ -6,7 +6,9 @@ the embedded Triton cannot load, are served there by a stand-in that performs th
 own load-time checks. Models it cannot load at all (TensorRT, other backends, an ensemble using them) are
 "not proven live" (RB904): an error unless ``allow_unproven``. Members load first, then ensembles (in
 dependency order), one explicit-mode load each with a timeout; each ensemble that loads gets one request
-synthesized from its config. Each model ends in one of: loaded, refused for a configuration or layout
+(``live_request.py``: ``--input`` files, else its family's real sample, else synthesized from its config);
+with real inputs, no answer (RB903, pointing at the failing step's file and line) or a wrong one (RB908)
+is an error, with synthesized inputs a failure is a warning. Each model ends in one of: loaded, refused for a configuration or layout
 reason (RB901, with RB902 when offline said ok), failed in its own code (RB905: an exception, its process
 dying, or the server dying while running it), timed out (RB906), not proven (RB904). A server that died
 or hung is restarted for the models still to come; if none will start, they are not proven. Codes:
@@ -47,11 +49,20 @@ from repo_builder.validate.live_codes import (
     REFUSED,
     STAND_IN,
     TIMED_OUT,
+    WRONG_ANSWER,
     LiveCode,
 )
-from repo_builder.validate.live_infer import infer_once
-from repo_builder.validate.live_outcome import Failure, classify_crash, classify_failure
+from repo_builder.validate.live_infer import InferOutcome, infer_once
+from repo_builder.validate.live_outcome import (
+    Failure,
+    classify_crash,
+    classify_failure,
+    failing_step,
+    repository_frames,
+)
 from repo_builder.validate.live_plan import ModelRoute, Route, plan_routes, step_models
+from repo_builder.validate.live_request import InputFile, LiveRequest, plan_request
+from repo_builder.validate.live_samples import recorded_tasks
 from repo_builder.validate.records import Diagnostic, ModelEntry, Repository, Severity
 from repo_builder.validate.report import LiveResult, ModelSummary, Report
 from repo_builder.validate.report import LiveStatus as Status
@@ -84,6 +95,7 @@ class LiveSettings:
     allow_unproven: bool = False  # models --live cannot load here are warnings, not errors
     stand_in: bool = True  # serve ONNX Runtime models through the stand-in on the embedded Triton
     s3_endpoint: str | None = None  # for s3:// repositories (default: $AWS_ENDPOINT_URL)
+    inputs: tuple[InputFile, ...] = ()  # --input [MODEL:]NAME=FILE: real inputs for the ensembles' requests
 
 
 @dataclass(frozen=True)
@@ -91,8 +103,11 @@ class LiveVerdict:
     """The server's word on one model, with what the report needs beyond ``LiveResult``."""
 
     result: LiveResult
-    infer_error: str | None = None  # why the synthesized request failed
+    infer_error: str | None = None  # why the request failed
     waited: float | None = None  # seconds waited for a load that timed out
+    request: str | None = None  # what was sent: "a synthesized request", "a real request (a JPEG photo, ...)"
+    real_request: bool = False  # the request carried real inputs: its failure is an error
+    wrong_answer: str | None = None  # how the answer differs from the config or fails the family's check
 
     @property
     def loaded(self) -> bool:
@@ -239,8 +254,12 @@ class _Judge:
     ) -> None:
         self.server, self.repository, self.settings = server, repository, settings
         self.asset_root, self.progress = asset_root, progress or _silent  # NVCF assets: the stage's root
+        # The task each ensemble's build recorded: its family's real sample request (for s3://, the root is
+        # the mirror of the small files, the manifest included).
+        self.tasks = recorded_tasks(repository.root)
         self.stuck: dict[str, str] = {}  # model -> "hung" / "timed out" / "crashed the server"
         self.down: str | None = None  # why no server is left to load the remaining models
+        self.log_named = False  # a reason points at the server's log: it must outlive the run
 
     def _restart(self, after: str, what: str) -> None:
         """A fresh server for the models still to come; if none will start, they are not proven."""
@@ -248,6 +267,7 @@ class _Judge:
             self.server.restart()
         except (ServerError, UserError) as exc:  # UserError: the staged copy is gone
             self.down = f"tritonserver could not be restarted after '{after}' {what}: {exc}"
+            self.log_named = isinstance(exc, ServerError)
 
     def blocked(self, model: ModelEntry) -> LiveVerdict | None:
         if self.down is not None:
@@ -275,18 +295,24 @@ class _Judge:
         if not outcome.loaded:
             return self._refused(explain_refusal(outcome.reason, log_text, name), log_text)
         by = "stand-in" if route.route == Route.STAND_IN else "server"
-        inferred, infer_error = None, None
-        if model.is_ensemble and self.settings.infer and model.config is not None:
-            inferred, infer_error = self._infer(model)
-            if not server.is_alive():
-                self._restart(name, "crashed the server answering a request")
-        return LiveVerdict(_outcome(Status.LOADED, None, inferred, by), infer_error)
+        if not (model.is_ensemble and self.settings.infer and model.config is not None):
+            return LiveVerdict(_outcome(Status.LOADED, None, None, by))
+        request = plan_request(name, model.config, self.tasks.get(name), self.settings.inputs)
+        answer = infer_once(server, model, request)
+        if not server.is_alive():
+            self._restart(name, "crashed the server answering a request")
+        elif answer.answered and answer.wrong_answer is None:
+            answer = self._prove_assets(model) or answer
+        return _answered(_outcome(Status.LOADED, None, answer.answered, by), request, answer)
 
-    def _infer(self, model: ModelEntry) -> tuple[bool, str | None]:
+    def _prove_assets(self, model: ModelEntry) -> InferOutcome | None:
+        """An NVCF asset step also answers through its assets, exactly as through the image bytes (a real
+        JPEG both ways); None when the ensemble reads no assets or the asset path answered the same."""
         assets = asset_ensemble(model, self.repository)
         if assets is None:
-            return infer_once(self.server, model)
-        return prove_assets(self.server, model, assets, self.asset_root, self.progress)
+            return None
+        proven, why = prove_assets(self.server, model, assets, self.asset_root, self.progress)
+        return None if proven else InferOutcome(False, why)
 
     def _crashed(self, name: str, offset: int) -> LiveVerdict:
         """The server died on this model: read why before a fresh one (with a new log) takes over."""
@@ -316,6 +342,11 @@ class _Judge:
         return LiveVerdict(_outcome(_status(kind), message))
 
 
+def _answered(result: LiveResult, request: LiveRequest, answer: InferOutcome) -> LiveVerdict:
+    return LiveVerdict(result, answer.error, request=request.description, real_request=request.real,
+                       wrong_answer=answer.wrong_answer)
+
+
 def judge_repository(
     server: TritonServer,
     repository: Repository,
@@ -335,6 +366,10 @@ def judge_repository(
     for model in load_order(repository):
         route = (routes or {}).get(model.name) or ModelRoute(model.name, Route.LOAD, None)
         verdicts[model.name] = _judge_one(judge, model, route, progress or _silent)
+    if not judge.log_named:
+        # Crashes were read from the log into the verdicts: nothing points at it, so it goes with the server
+        # (kept only when a restart failed on the server itself: that reason names the log).
+        server.discard_log()
     return verdicts
 
 
@@ -388,22 +423,33 @@ def _verdict_diagnostics(summary: ModelSummary, model: ModelEntry, verdict: Live
     if verdict.result.proven_by == "stand-in":
         out.append(_diagnostic(STAND_IN, model, f"'{summary.name}' was proven through the ONNX Runtime stand-in"))
     if verdict.result.inferred is False:
-        out.append(
-            _diagnostic(
-                INFERENCE_FAILED,
-                model,
-                f"ensemble '{summary.name}' loaded but did not answer a synthesized request: "
-                f"{verdict.infer_error or 'no reason given'}",
-            )
-        )
+        out.append(_no_answer(summary.name, model, verdict, report.repository))
+    if verdict.wrong_answer is not None:
+        out.append(_diagnostic(WRONG_ANSWER, model, f"ensemble '{summary.name}' answered {verdict.request} wrongly: "
+                               f"{verdict.wrong_answer}"))
     return out
+
+
+def _no_answer(name: str, model: ModelEntry, verdict: LiveVerdict, repository: Repository) -> Diagnostic:
+    """RB903 at the step whose code failed (``STEP/1/model.py``, line) when the message says which; an
+    error when the request was real, a warning (not proven) when its inputs were synthesized."""
+    models = {m.name for m in repository.models}
+    error = repository_frames(verdict.infer_error or "no reason given", models)
+    severity = Severity.ERROR if verdict.real_request else Severity.WARNING
+    message = f"ensemble '{name}' loaded but did not answer {verdict.request or 'a synthesized request'}: {error}"
+    step = failing_step(error, models)
+    if step is None:
+        return _diagnostic(INFERENCE_FAILED, model, message, severity)
+    path, line = step
+    return replace(_diagnostic(INFERENCE_FAILED, model, message, severity), path=path, line=line)
 
 
 def _summary_ok(summary: ModelSummary, verdict: LiveVerdict, allow_unproven: bool) -> bool:
     """A model is ok only if the server loaded it (or, with ``allow_unproven``, it could not try)."""
     if verdict.status == Status.NOT_PROVEN:
         return summary.ok and allow_unproven
-    return summary.ok and verdict.loaded
+    failed_real = verdict.real_request and (verdict.result.inferred is False or verdict.wrong_answer is not None)
+    return summary.ok and verdict.loaded and not failed_real
 
 
 def merge_verdicts(report: Report, verdicts: dict[str, LiveVerdict], *, allow_unproven: bool = False) -> Report:

@@ -36,10 +36,16 @@ DISAGREEMENT = LiveCode(
 INFERENCE_FAILED = LiveCode(
     "RB903",
     "live-inference-failed",
-    Severity.WARNING,
-    "The ensemble loaded but did not answer one request whose inputs were synthesized from its config "
-    "(shapes with -1 made small, the configured data types, short text for TYPE_STRING, a tiny PNG for "
-    "encoded-image inputs).",
+    Severity.ERROR,
+    "The ensemble loaded but did not answer one request. The diagnostic points at the step whose code "
+    "failed, in your repository (STEP/1/model.py and the line), when the server's message names it. The "
+    "request carries real inputs when there are any: the files of --input [MODEL:]NAME=FILE, else, for a "
+    "repository repo-builder built, its family's real sample (a JPEG photo for image classifiers, English "
+    "sentences for text classifiers; the task recorded in repo-builder.json). Then this is an error: the "
+    "pipeline cannot answer a real request. With only synthesized inputs (shapes with -1 made small, the "
+    "configured data types, short text for TYPE_STRING, a tiny PNG for encoded-image inputs) the values "
+    "may mean nothing to the model, so it is a warning and the summary says 'not proven: N ensemble(s) "
+    "did not answer'; gate on it with --fail-on warning, or give real inputs with --input.",
 )
 NOT_PROVEN = LiveCode(
     "RB904",
@@ -82,6 +88,16 @@ STAND_IN = LiveCode(
     "the batch dimension; onnxruntime_backend src/onnxruntime.cc) with that backend's messages, then runs "
     "the same ONNX file with onnxruntime. The user's repository is never changed.",
 )
+WRONG_ANSWER = LiveCode(
+    "RB908",
+    "live-answer-wrong",
+    Severity.ERROR,
+    "The ensemble answered a request with real inputs (see RB903), but the answer is not what its config "
+    "declares: an output is missing, or has another data type or shape (-1 matches any size); or it "
+    "fails its family's check (classifiers: scores are probabilities in [0, 1], best first, summing to at "
+    "most 1 and to 1 when the top-k covers every class; class ids distinct). Clients would get answers "
+    "they cannot read.",
+)
 LIVE_CODES: tuple[LiveCode, ...] = (
     REFUSED,
     DISAGREEMENT,
@@ -90,4 +106,5 @@ LIVE_CODES: tuple[LiveCode, ...] = (
     MODEL_CODE_FAILED,
     TIMED_OUT,
     STAND_IN,
+    WRONG_ANSWER,
 )

@@ -108,3 +108,33 @@ def classify_failure(reason: str, log_text: str = "") -> tuple[Failure, str]:
     if _FRAMES.search(reason):
         return Failure.REFUSED, _one_line(_FRAMES.split(reason, 1)[0])
     return Failure.REFUSED, _one_line(reason)
+
+
+def _in_repository(file: str, models: set[str]) -> str | None:
+    """``/tmp/<stage>/repository/STEP/1/model.py`` -> ``STEP/1/model.py``: the path in the user's
+    repository of a file the server ran from its staged copy (the last ``MODEL/VERSION/`` in the path)."""
+    parts = file.split("/")
+    for i in range(len(parts) - 3, -1, -1):
+        if parts[i] in models and parts[i + 1].isdigit():
+            return "/".join(parts[i:])
+    return None
+
+
+def failing_step(message: str, models: set[str]) -> tuple[str, int] | None:
+    """Where a request failed in a step's own code: the first traceback frame inside a model of
+    ``models`` (the Python backend lists the innermost frame first), as (``STEP/1/model.py``, line)."""
+    for found in _FRAME.finditer(message):
+        path = _in_repository(found.group("file"), models)
+        if path is not None:
+            return path, int(found.group("line"))
+    return None
+
+
+def repository_frames(message: str, models: set[str]) -> str:
+    """``message`` with every frame's staged-copy path replaced by its path in the user's repository."""
+
+    def local(found: re.Match[str]) -> str:
+        path = _in_repository(found.group("file"), models)
+        return found.group(0) if path is None else f"{path}({found.group('line')}): {found.group('function')}"
+
+    return _FRAME.sub(local, message)

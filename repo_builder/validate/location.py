@@ -16,6 +16,7 @@ from repo_builder.nvcf import check_forward_pattern
 from repo_builder.tensorrt_releases import expected_tensorrt, normalize_release
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.live import LiveSettings, Progress, validate_live
+from repo_builder.validate.live_request import InputFile
 from repo_builder.validate.records import Repository, ValidateOptions
 from repo_builder.validate.remote import DEFAULT_MAX_ONNX_BYTES, check_remote
 from repo_builder.validate.report import Report
@@ -47,10 +48,10 @@ def cycle_collector_paused() -> Iterator[None]:
 
 
 def live_target(options: ValidateOptions, live: LiveSettings) -> str:
-    """Under ``--live`` the verdict is this machine's: the report's target says so."""
-    gpus = "with GPUs" if options.gpu_present else "without GPUs"
+    """Under ``--live`` the report's target says both: the deploy target judged, and the machine that proved it."""
+    gpus = "with GPUs" if gpu_on_this_machine() else "without GPUs"
     server = live.tritonserver or "the embedded tritonserver"
-    return f"this machine ({gpus}), live on {server}"
+    return f"{options.target}; live on this machine ({gpus}) with {server}"
 
 
 def _judge(repository: Repository, options: ValidateOptions, live: LiveSettings | None, progress: Progress | None) -> Report:
@@ -89,14 +90,19 @@ def validate_options(
         triton_release=triton_release,
         tensorrt_version=tensorrt_version,
         allow_pending=allow_pending,
-        gpu_present=target_has_gpu(gpu if gpus is None else gpus > 0, live=live),
+        gpu_present=target_has_gpu(gpu if gpus is None else gpus > 0),
         gpu_count=gpus,
         http_header_forward_pattern=check_forward_pattern(http_header_forward_pattern),
     )
 
 
 def live_settings(
-    tritonserver: str | None, load_timeout: float, strict: bool, allow_unproven: bool, s3_endpoint: str | None
+    tritonserver: str | None,
+    load_timeout: float,
+    strict: bool,
+    allow_unproven: bool,
+    s3_endpoint: str | None,
+    inputs: tuple[InputFile, ...] = (),
 ) -> LiveSettings:
     """``--live``'s settings from ``validate``'s flags (the server runs ``--strict`` when the rules do)."""
     return LiveSettings(
@@ -105,6 +111,7 @@ def live_settings(
         strict=strict,
         allow_unproven=allow_unproven,
         s3_endpoint=s3_endpoint,
+        inputs=inputs,
     )
 
 
@@ -161,7 +168,7 @@ def validate(
 
     ``path_or_url``: a folder or ``s3://bucket/prefix``. ``strict``: judge as Triton with
     ``--disable-auto-complete-config``. ``gpu``: whether the deploy target has GPUs (default: it has,
-    offline; under ``live``, whether this machine has). ``triton_release`` (``"24.08"``): the target
+    under ``live`` too: one rule in every command). ``triton_release`` (``"24.08"``): the target
     release for TensorRT version checks (an unknown one is a ``UserError``); ``tensorrt_version``
     (``"10.3.0"``): the TensorRT version itself, which wins over the release's. ``allow_pending``:
     TensorRT plans still to compile are warnings. ``gpus``: the target's GPU count (``gpus: [ids]``
@@ -199,12 +206,11 @@ def validate(
     return apply_rule_config(report, rules)
 
 
-def target_has_gpu(gpu: bool | None, *, live: bool) -> bool:
-    """The deploy target's GPUs: as stated; else a server with GPUs offline (the verdict must not depend on
-    the CI runner), and this machine under ``--live`` (the server runs here)."""
-    if gpu is not None:
-        return gpu
-    return gpu_on_this_machine() if live else True
+def target_has_gpu(gpu: bool | None) -> bool:
+    """The deploy target's GPUs: as stated (--gpu/--no-gpu), else a GPU server, in every command and under
+    ``--live`` too: the verdict must not depend on the machine it runs on (``--live`` proves what this
+    machine can load and reports the rest as not proven)."""
+    return True if gpu is None else gpu
 
 
 __all__ = [

@@ -49,7 +49,9 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def build_args(export: Path, repo: Path, *extra: str) -> list[str]:
-    return ["build", "text-classifier", "--from-export", str(export), "--out", str(repo), "--name", "clf", "--runtime", "python", *extra]
+    # --replace: the rounds change --top-k, hence the ensemble's output dims (an API change, issue 26).
+    return ["build", "text-classifier", "--from-export", str(export), "--out", str(repo), "--name", "clf", "--runtime", "python",
+            "--replace", *extra]
 
 
 def assert_whole(repo: Path) -> None:

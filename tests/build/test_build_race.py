@@ -36,7 +36,9 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def build_args(export: Path, repo: Path, top_k: int) -> list[str]:
-    return ["build", "text-classifier", "--from-export", str(export), "--out", str(repo), "--name", "clf", "--runtime", "python", "--top-k", str(top_k)]
+    # --replace: builds with another --top-k change the ensemble's output dims (an API change, issue 26).
+    return ["build", "text-classifier", "--from-export", str(export), "--out", str(repo), "--name", "clf", "--runtime", "python",
+            "--top-k", str(top_k), "--replace"]
 
 
 def state_seen_by(server: Any) -> tuple[int, int] | str:

@@ -86,7 +86,7 @@ def test_build_refuses_existing_version_without_force_when_version_given(exports
     err = capsys.readouterr().err
     assert code == 2 and "--force" in err and err.count("\n") == 1
     assert (tmp_path / "text_classifier_model" / "3" / "model.py").stat().st_mtime_ns == before
-    forced = build("text-classifier", exports["text-classifier"], tmp_path, capsys, "--runtime", "python", "--version", "3", "--force", "--top-k", "2")
+    forced = build("text-classifier", exports["text-classifier"], tmp_path, capsys, "--runtime", "python", "--version", "3", "--force", "--top-k", "2", "--replace")
     assert forced["validation"]["ok"]
     assert config(tmp_path, "text_classifier").output[0].dims == [2]
 

@@ -56,7 +56,7 @@ JUDGE = repository_judge(rehearsal_options("python", False))
 
 
 def python_model(name: str, version: int, marker: str = "v", config: str | None = None) -> RenderedModel:
-    source = f"class TritonPythonModel:\n    MARK = {marker!r}\n".encode()
+    source = f"class TritonPythonModel:\n    MARK = {marker!r}\n\n    def execute(self, requests):\n        return []\n".encode()
     return RenderedModel(name, "preprocess", version, config or CONFIG.format(name=name), {"model.py": source})
 
 
@@ -163,7 +163,7 @@ def test_commit_pins_every_config_to_its_version_when_written(tmp_path: Path) ->
 def test_commit_adds_version_under_a_pin_then_switches_config_when_model_exists(tmp_path: Path) -> None:
     out = tmp_path / "repo"
     (out / "pre" / "1").mkdir(parents=True)  # written by an older repo-builder: no pin yet
-    (out / "pre" / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    (out / "pre" / "1" / "model.py").write_text("class TritonPythonModel:\n    def execute(self, requests):\n        return []\n")
     (out / "pre" / "config.pbtxt").write_text(CONFIG.format(name="pre"))
     seen: list[tuple[str, tuple[int, ...]]] = []
     with build_stage(out) as stage:

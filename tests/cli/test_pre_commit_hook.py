@@ -50,7 +50,7 @@ def test_pre_commit_hook_runs_when_a_file_triton_reads_changes(path: str, matche
 def test_pre_commit_hook_entry_fails_exactly_when_validate_refuses(tmp_path: Path, config: str, code: int) -> None:
     (tmp_path / "m" / "1").mkdir(parents=True)
     (tmp_path / "m" / "config.pbtxt").write_text(config)
-    (tmp_path / "m" / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    (tmp_path / "m" / "1" / "model.py").write_text("class TritonPythonModel:\n    def execute(self, requests):\n        return []\n")
     entry = shlex.split(hook()["entry"])
     done = subprocess.run([REPO_BUILDER, *entry[1:], str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == code, done.stdout + done.stderr

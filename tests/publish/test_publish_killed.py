@@ -53,7 +53,9 @@ def test_publish_killed_at_random_points_leaves_old_new_or_reported_repository(
     for round_ in range(4):
         url = f"s3://{bucket}/r{round_}"
         assert main(["publish", str(old), url, "--endpoint-url", s3_server, "--no-gpu", "-q"]) == 0
-        env = {**os.environ, "REPO_BUILDER_PUBLISH_PAUSE": str(PAUSE)}
+        # SIGKILL leaves the child's temporary S3 mirror behind: it goes to tmp_path, not the session's TMPDIR.
+        (tmp_path / "tmp").mkdir(exist_ok=True)
+        env = {**os.environ, "REPO_BUILDER_PUBLISH_PAUSE": str(PAUSE), "TMPDIR": str(tmp_path / "tmp")}
         cmd = [sys.executable, "-m", "repo_builder", "publish", str(new), url, "--endpoint-url", s3_server, "--no-gpu"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None

@@ -97,11 +97,13 @@ def test_serve_exits_with_one_line_error_when_options_are_wrong(
     tmp_path: Path, args: list[str], message: str, code: int
 ) -> None:
     repo = write_double_repository(tmp_path / "repo")
+    (tmp_path / "tmp").mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "repo_builder", "serve", str(repo), *args],
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},  # a failed start keeps its log (the error names it)
     )
     assert done.returncode == code, done.stderr
     assert done.stderr.strip().startswith("error:") and len(done.stderr.strip().splitlines()) == 1, done.stderr

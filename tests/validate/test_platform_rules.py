@@ -262,11 +262,12 @@ def test_python_model_invalid_silent_when_class_defined_or_imported(source: str)
     assert check_python_source(source.encode(), "model.py") == []
 
 
-def test_python_model_invalid_warns_when_execute_missing() -> None:
+def test_python_model_invalid_errs_when_execute_missing() -> None:
+    # An error, as the rule's severity in docs/rules.md says: every request to the model would fail.
     problems = check_python_source(
         b"class TritonPythonModel:\n    def initialize(self, args):\n        pass\n", "model.py"
     )
-    assert [(p[3], p[1]) for p in problems] == [(Severity.WARNING, 1)]
+    assert [(p[3], p[1]) for p in problems] == [(Severity.ERROR, 1)]
 
 
 def test_python_model_invalid_flagged_when_source_has_null_bytes() -> None:

@@ -99,7 +99,7 @@ def _check_python_source(source: bytes, filename: str) -> list[PythonProblem]:
                     f"{filename}: class TritonPythonModel has no 'execute' method; every request will fail",
                     cls.lineno,
                     cls.col_offset + 1,
-                    Severity.WARNING,
+                    Severity.ERROR,  # the model loads but cannot answer: refused, as docs/rules.md says
                 )
             ]
     return []

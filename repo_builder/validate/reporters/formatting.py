@@ -195,6 +195,10 @@ def summary_line(report: Report, fail_on: Severity = Severity.ERROR) -> str:
     )
     if fail_on != Severity.ERROR and not report.exit_code(Severity.ERROR) and not verdict_ok(report, fail_on):
         line += f" (--fail-on {fail_on.value})"
+    # Synthesized requests that failed are warnings (RB903): the run passes but proved less than it could.
+    unanswered = sum(1 for d in report.diagnostics if d.code == "RB903" and d.severity == Severity.WARNING)
+    if unanswered:
+        line += f"; not proven: {unanswered} ensemble(s) did not answer (--fail-on warning gates on it)"
     return line + suppressed_note(report)
 
 

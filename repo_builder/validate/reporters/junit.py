@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from repo_builder.validate.records import Diagnostic
+from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.report import Report
 from repo_builder.validate.reporters.formatting import (
     RenderSettings,
@@ -22,6 +22,9 @@ _INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 def _xml(text: str | None) -> str:
     """XML 1.0 cannot carry control characters at all."""
     return _INVALID.sub("\ufffd", exact(text))
+
+
+_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 def _block(d: Diagnostic) -> str:
@@ -40,7 +43,8 @@ def render_junit(report: Report, settings: RenderSettings | None = None) -> str:
     )
     for name, _summary, ds in groups:
         case = ET.SubElement(suite, "testcase", classname=location, name=_xml(name))
-        failed = [d for d in ds if d.severity in failing]
+        # Most severe first (stable): the failure's type and message are the finding that refuses the model.
+        failed = sorted((d for d in ds if d.severity in failing), key=lambda d: _RANK.get(d.severity, 9))
         others = [d for d in ds if d.severity not in failing]
         if failed:
             failure = ET.SubElement(case, "failure", type=failed[0].code, message=_xml(failed[0].message))
