@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from repo_builder.cli.options import Output, log_options
 from repo_builder.errors import UserError
 from repo_builder.report import check_output, load_record, write_report
 from repo_builder.report.charts import require_plotting
@@ -31,7 +32,8 @@ def _labels(files: tuple[Path, ...], labels: tuple[str, ...]) -> list[str]:
 @click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path), help="The HTML page to write.")
 @click.option("--label", "labels", multiple=True, help="Name of each result file on the page, in order (repeatable; default: the file's name).")
 @click.option("--p99-ms", "budget_ms", type=click.FloatRange(min=0, min_open=True), default=None, help="Latency budget: drawn as a line; the chosen configuration must meet it.")
-def command(results: tuple[Path, ...], out: Path, labels: tuple[str, ...], budget_ms: float | None) -> int:
+@log_options
+def command(results: tuple[Path, ...], out: Path, labels: tuple[str, ...], budget_ms: float | None, output: Output) -> int:
     """Draw bench --json results (and tune search records) as one self-contained HTML page.
 
     Several files are overlaid on the same charts, e.g. before and after a change.
@@ -40,5 +42,5 @@ def command(results: tuple[Path, ...], out: Path, labels: tuple[str, ...], budge
     require_plotting("repo-builder report")
     records = [load_record(path, label) for path, label in zip(results, _labels(results, labels), strict=True)]
     write_report(records, out, budget_ms=budget_ms)
-    click.echo(f"wrote {out}", err=True)
+    output.progress(f"wrote {out}")
     return 0
