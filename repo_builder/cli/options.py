@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -90,3 +91,13 @@ def output_options(func: F) -> F:
         return func(*args, output=Output(output_format, quiet, verbose), **kwargs)
 
     return option_group(format_option, quiet_option, verbose_option)(wrapper)  # type: ignore[return-value]
+
+
+def family_option(option: Any) -> Callable[[F], F]:
+    """A family's ``FamilyOption`` (pipelines/family.py) as a click option; the family declares it as data."""
+    if option.kind == "flag":
+        return click.option(*option.flags, option.dest, is_flag=True, help=option.help)
+    kinds: dict[str, Any] = {"text": str, "path": click.Path(path_type=Path), "int": int, "float": float}
+    kind = click.Choice(option.choices) if option.kind == "choice" else kinds[option.kind]
+    return click.option(*option.flags, option.dest, type=kind, default=option.default, required=option.required,
+                        show_default=option.default is not None, metavar=option.metavar, help=option.help)
