@@ -8,10 +8,11 @@ Like ``validate --live`` and ``serve`` it RUNS the repository's code (model.py f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,12 @@ from repo_builder import dtypes
 from repo_builder.errors import UserError
 from repo_builder.pipelines.family import Family, InProcess, ReferenceReport, ReferenceRun
 from repo_builder.pipelines.registry import family
+from repo_builder.pipelines.settings import step_names
 from repo_builder.repository.manifest import MANIFEST_FILE, read_manifest
 from repo_builder.triton.bench import percentile
+from repo_builder.triton.locate import locate_tritonserver
 from repo_builder.triton.server import start_server
+from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
 
 Log = Callable[[str], None]
 
@@ -39,6 +43,7 @@ class BuiltEnsemble:
     family: Family
     model: Path | None  # the checkpoint it was built from (None: built from an export, or not recorded)
     max_batch_size: int
+    runtime: str = "python"
 
 
 def built_ensemble(repository: Path, ensemble: str | None = None) -> BuiltEnsemble:
@@ -64,7 +69,21 @@ def built_ensemble(repository: Path, ensemble: str | None = None) -> BuiltEnsemb
     model = settings.get("model")
     from_export = bool(settings.get("from_export"))
     return BuiltEnsemble(ensemble, family(command), Path(model) if isinstance(model, str) and not from_export else None,
-                         int(settings.get("max_batch_size", 1)))
+                         int(settings.get("max_batch_size", 1)), str(settings.get("runtime", "python")))
+
+
+@contextlib.contextmanager
+def served_copy(repository: Path, built: BuiltEnsemble, tritonserver: str | None) -> Iterator[Path]:
+    """The folder to serve: the embedded Triton has no ONNX Runtime backend, so an ``onnxruntime`` model step
+    is served by the same stand-in ``validate --live`` uses, in a linked copy (the repository is not touched)."""
+    if built.runtime != "onnxruntime" or not locate_tritonserver(tritonserver).bundled:
+        yield repository
+        return
+    staged = stage_repository(repository, [StandIn(step_names(built.name)["model"])])
+    try:
+        yield staged.path
+    finally:
+        remove_stage(staged)
 
 
 def _checkpoint(built: BuiltEnsemble, model: Path | None) -> Path:
@@ -94,7 +113,8 @@ def check_reference(
         raise UserError(f"build {built.family.command} declares no reference check")
     checkpoint = _checkpoint(built, model)
     log(f"{built.name}: serving {repository} on the embedded Triton")
-    with start_server(Path(repository), mode="explicit", tritonserver=tritonserver) as server:
+    with served_copy(Path(repository), built, tritonserver) as folder, \
+            start_server(folder, mode="explicit", tritonserver=tritonserver) as server:
         server.load(built.name, timeout=load_timeout)
 
         def infer(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
