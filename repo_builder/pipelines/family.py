@@ -8,7 +8,7 @@ reference check runner) calls them and knows no task. docs/new-family.md is the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ class RenderInputs:
     settings: PipelineSettings
     versions: Mapping[str, int]  # model name -> version folder to write
     labels_file: Path | None = None  # --labels (only families with "labels" in shared_options get one)
+    params: Mapping[str, Any] = field(default_factory=dict)  # the family's own build options by dest (as ``prepare`` gets them)
 
     @property
     def origin(self) -> str:
@@ -103,6 +104,7 @@ class ReferenceRun:
     infer: Infer  # one request to the ensemble; a batch is one request (the ensemble's batch axis)
     max_batch_size: int  # the ensemble's; split larger batches
     minimum_cases: int = 200  # at least this many inputs
+    settings: Mapping[str, Any] = field(default_factory=dict)  # the ensemble's build settings from the manifest (family options)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class BuiltEnsemble:
     model: Path | None  # the checkpoint it was built from (None: built from an export, or not recorded)
     max_batch_size: int
     runtime: str = "python"
+    settings: Mapping[str, Any] = field(default_factory=dict)  # its build settings (the family's options included)
 
 
 def built_ensemble(repository: Path, ensemble: str | None = None) -> BuiltEnsemble:
@@ -69,7 +70,7 @@ def built_ensemble(repository: Path, ensemble: str | None = None) -> BuiltEnsemb
     model = settings.get("model")
     from_export = bool(settings.get("from_export"))
     return BuiltEnsemble(ensemble, family(command), Path(model) if isinstance(model, str) and not from_export else None,
-                         int(settings.get("max_batch_size", 1)), str(settings.get("runtime", "python")))
+                         int(settings.get("max_batch_size", 1)), str(settings.get("runtime", "python")), settings)
 
 
 @contextlib.contextmanager
@@ -121,7 +122,7 @@ def check_reference(
             return server.infer(built.name, inputs, timeout=300.0)
 
         log(f"{built.name}: comparing with {built.family.command}'s reference on {checkpoint}")
-        return reference.check(ReferenceRun(checkpoint, infer, built.max_batch_size, minimum_cases))
+        return reference.check(ReferenceRun(checkpoint, infer, built.max_batch_size, minimum_cases, built.settings))
 
 
 # --- bench: the family's framework in process, on the same items, beside the served figures ----------------

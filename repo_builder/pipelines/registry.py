@@ -102,7 +102,7 @@ def build_family(
 
     def render(env: Any, source: ModelSource, artifact: OnnxArtifact, versions: Mapping[str, int]) -> tuple[RenderedModel, ...]:
         with steps.step("rendering configs and model.py files"):
-            return chosen.render(RenderInputs(env, source, artifact, options.settings, versions, options.labels))
+            return chosen.render(RenderInputs(env, source, artifact, options.settings, versions, options.labels, params))
 
     # "family" lets the reference check and bench find the family (and "model" its checkpoint) from the manifest.
     record = {**dict(job.record), "family": chosen.command, **dict(options.record)}
@@ -134,5 +134,12 @@ def prepare_family(chosen: Family, options: BuildOptions, params: Mapping[str, A
     def export(_: Path) -> OnnxArtifact:
         return read_task_export(folder, chosen.task, chosen.signature_keys)
 
-    return FamilyJob(export=export, record={"model": str(folder.resolve()), "from_export": True},
+    # The options that still apply to a build from an export (conflicts_with_export=False) are recorded as used.
+    kept = {o.dest: _plain(params.get(o.dest, o.default)) for o in chosen.options if not o.conflicts_with_export}
+    return FamilyJob(export=export, record={**kept, "model": str(folder.resolve()), "from_export": True},
                      describe=f"reading the export {folder}")
+
+
+def _plain(value: Any) -> Any:
+    """A recorded option value as JSON can hold it (paths as strings)."""
+    return str(value) if isinstance(value, Path) else value
