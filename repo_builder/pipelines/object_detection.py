@@ -191,7 +191,7 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[R
 
 
 def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
-    return render_detection(inputs, detection_choices(getattr(inputs, "params", {}) or {}))
+    return render_detection(inputs, detection_choices(inputs.params))
 
 
 # --- the family record's parts (pipelines/registry.py) ---------------------------------------------------
