@@ -21,10 +21,26 @@ from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
 from repo_builder.export.token_classifier import TASK, export_token_classifier
-from repo_builder.pipelines.family import FamilyJob, FamilyOption
-from repo_builder.pipelines.model_step import render_model_step
-from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
-from repo_builder.pipelines.steps import preprocess_metadata, python_step_config, render_ensemble, render_preprocess_step
+from repo_builder.pipelines.chain import render_chain
+from repo_builder.pipelines.family import (
+    ExportSettings,
+    FamilyExport,
+    FamilyJob,
+    FamilyOption,
+    FamilyReference,
+    InProcess,
+    ReferenceReport,
+    ReferenceRun,
+    RenderInputs,
+)
+from repo_builder.pipelines.settings import PipelineSettings, step_names
+from repo_builder.pipelines.steps import preprocess_metadata, python_step_config, render_preprocess_step
+from repo_builder.pipelines.token_reference import (
+    check_entities,
+    entities_request,
+    in_process_pipeline,
+    reference_texts,
+)
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
@@ -71,9 +87,11 @@ def parse_ignore_labels(text: str | None) -> tuple[str, ...]:
 
 
 def entity_choices(params: Mapping[str, Any]) -> EntityChoices:
+    """From the build's options (or the manifest's record of them: ignore_labels then is a list)."""
+    ignore = params.get("ignore_labels")
     return EntityChoices(
         aggregation=str(params.get("aggregation") or "simple"),
-        ignore_labels=parse_ignore_labels(params.get("ignore_labels")),
+        ignore_labels=tuple(str(i) for i in ignore) if isinstance(ignore, list | tuple) else parse_ignore_labels(ignore),
         long_texts=str(params.get("long_texts") or "refuse"),
     )
 
@@ -155,7 +173,8 @@ def _entity_step(
         "model.py": render_source(env, "model/token_postprocess.py.j2", context).encode(),
         "entities.py": render_source(env, "model/token_entities.py.j2", {}).encode(),
         SETTINGS_FILE: (json.dumps(entity_config, ensure_ascii=False, indent=1) + "\n").encode("utf-8"),
-        "tokenizer/tokenizer.json": tokenizer_json,
+        # Bytes, not the path: the writer moves files into the first step that lists them (the preprocessing step).
+        "tokenizer/tokenizer.json": tokenizer_json.read_bytes(),
     }
     return RenderedModel(names["postprocess"], "postprocess", version, config, files)
 
@@ -172,46 +191,52 @@ def token_steps(names: Mapping[str, str], model_inputs: list[str], logits_name: 
     ]
 
 
-def render_token_pipeline(
-    env: Any, source: ModelSource, artifact: OnnxArtifact, settings: PipelineSettings, versions: Mapping[str, int],
-    choices: EntityChoices, tokenizer_dir: Path,
-) -> tuple[RenderedModel, ...]:
-    origin = str(artifact.signature_path)
+def render_token_pipeline(inputs: RenderInputs, choices: EntityChoices) -> tuple[RenderedModel, ...]:
+    origin, settings, versions, env = inputs.origin, inputs.settings, inputs.versions, inputs.env
     names = step_names(settings.name)
-    sig = source.signature
+    sig = inputs.source.signature
     ctx.require_batch_axis(sig, origin)
-    entity_config = entity_settings(artifact.signature, choices, origin)
+    entity_config = entity_settings(inputs.artifact.signature, choices, origin)
     logits = token_logits(sig, len(entity_config["labels"]), origin)
-    inputs = {t.name: t for t in sig.inputs}
-    if "input_ids" not in inputs:
+    model_inputs = {t.name: t for t in sig.inputs}
+    if "input_ids" not in model_inputs:
         raise UserError(f"{origin}: the model takes no input_ids; the entity step reads each token's id")
     for spec in sig.inputs:
         if len(spec.triton_dims(sig.batch_axis)) != 1:
             raise UserError(f"{origin}: input '{spec.name}' must be (batch, sequence), got {list(spec.shape)}")
+    tokenizer_dir = export_tokenizer_dir(inputs.artifact)
     tokenizer_json = tokenizer_dir / "tokenizer.json"
     if not tokenizer_json.is_file():
         raise UserError(f"{tokenizer_dir}: no tokenizer.json; the pre and post steps need the saved fast tokenizer")
     tokenizer_files = {f"tokenizer/{p.name}": p for p in sorted(tokenizer_dir.iterdir()) if p.is_file()}
-    preprocess = preprocess_metadata(artifact.signature, origin, "tokenizer settings")
+    preprocess = preprocess_metadata(inputs.artifact.signature, origin, "tokenizer settings")
     pre = _preprocess_step(env, sig, preprocess, settings, versions[names["preprocess"]], tokenizer_files, choices, origin)
-    model = render_model_step(env, source, settings, versions[names["model"]], origin)
-    post = _entity_step(env, logits, inputs["input_ids"].dtype, entity_config, settings, versions[names["postprocess"]], tokenizer_json)
-    ensemble = render_ensemble(
-        env, settings=settings, version=versions[names["ensemble"]],
-        inputs=[ctx.tensor_context(TEXT_INPUT, "object", [1])], outputs=[ctx.tensor_context(OUTPUT, "object", [1])],
-        members=(pre, model, post), steps=token_steps(names, [t.name for t in sig.inputs], logits.name),
-        comment=f"Clients call this: TEXT (UTF-8, TYPE_STRING [1]) -> entities (one JSON list per text, "
-        f"as transformers' token-classification pipeline with aggregation_strategy={choices.aggregation!r}).",
+    post = _entity_step(env, logits, model_inputs["input_ids"].dtype, entity_config, settings, versions[names["postprocess"]], tokenizer_json)
+    described = (f"as transformers' pipeline(\"token-classification\", aggregation_strategy={choices.aggregation!r}, "
+                 f"ignore_labels={list(choices.ignore_labels)!r})")
+    readme = (f"# {settings.name}\n\nTEXT (UTF-8, TYPE_STRING [1]) -> entities: one JSON list per text, {described}.\n"
+              f"Texts over {preprocess.get('max_length')} tokens: {choices.long_texts}.\n")
+    return render_chain(
+        env, inputs.source, settings, versions, origin, pre=pre, post=post,
+        ensemble_inputs=[ctx.tensor_context(TEXT_INPUT, "object", [1])],
+        ensemble_outputs=[ctx.tensor_context(OUTPUT, "object", [1])],
+        steps=token_steps(names, [t.name for t in sig.inputs], logits.name),
+        comment=f"Clients call this: TEXT (UTF-8, TYPE_STRING [1]) -> entities (one JSON list per text, {described}).",
+        ensemble_files={"README.md": readme.encode("utf-8")},
     )
-    return pre, model, post, ensemble
 
 
 def export_tokenizer_dir(artifact: OnnxArtifact) -> Path:
+    """The export's saved tokenizer folder (metadata.preprocess.tokenizer_dir beside model.onnx)."""
     if artifact.tokenizer_dir is not None:
         return artifact.tokenizer_dir
     preprocess = artifact.signature.metadata.get("preprocess")
     name = preprocess.get("tokenizer_dir", "tokenizer") if isinstance(preprocess, dict) else "tokenizer"
     return artifact.onnx_path.parent / str(name)
+
+
+def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
+    return render_token_pipeline(inputs, entity_choices(inputs.params))
 
 
 # --- the family record's parts ---------------------------------------------------------------------------
@@ -249,3 +274,32 @@ def prepare_token_classifier(params: Mapping[str, Any], options: BuildOptions, s
     record = {"model": str(model_dir.resolve()), "max_length": max_length, "task": TASK,
               "aggregation": choices.aggregation, "ignore_labels": list(choices.ignore_labels), "long_texts": choices.long_texts}
     return FamilyJob(export=export, record=record, describe=f"exporting {model_dir.name} to ONNX")
+
+
+# --- its ``repo-builder export token-classifier`` and its reference -------------------------------------------
+
+EXPORT_OPTIONS = (
+    FamilyOption(("--model",), "model", "Local Hugging Face token-classification folder (config, weights, fast tokenizer).",
+                 kind="path", required=True),
+    FamilyOption(("--max-length",), "max_length", "Longest token sequence to serve (default: the model's maximum positions).", kind="int"),
+)
+
+
+def run_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtifact:
+    """Hugging Face token classifier: logits per token, dynamic batch and sequence axes, tokenizer and labels beside it."""
+    return export_token_classifier(Path(params["model"]), settings.out, max_length=params.get("max_length"), **settings.kwargs())
+
+
+EXPORT = FamilyExport(run_export.__doc__ or "", EXPORT_OPTIONS, run_export)
+
+
+def _check(run: ReferenceRun) -> ReferenceReport:
+    choices = entity_choices(run.settings)
+    return check_entities(run, choices.aggregation, choices.ignore_labels, choices.long_texts, run.settings.get("max_length"))
+
+
+def _load(model: Path, threads: int) -> InProcess:
+    return in_process_pipeline(model, threads)
+
+
+REFERENCE = FamilyReference(check=_check, items=reference_texts, request=entities_request, load=_load, unit="texts")
