@@ -16,7 +16,12 @@ from typing import Any
 
 from repo_builder.errors import UserError
 from repo_builder.export.progress import Steps
-from repo_builder.pipelines import image_classification, text_classification, token_classification
+from repo_builder.pipelines import (
+    image_classification,
+    object_detection,
+    text_classification,
+    token_classification,
+)
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult, Log, build_pipeline, read_task_export
 from repo_builder.pipelines.family import Family, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.settings import ModelSource
@@ -74,6 +79,19 @@ FAMILIES: dict[str, Family] = {
             prepare=token_classification.prepare_token_classifier, render=token_classification.render_family,
             options=token_classification.TOKEN_CLASSIFIER_OPTIONS, templates=token_classification.TEMPLATES,
             export=token_classification.EXPORT, signature_keys=("preprocess", "entities"), reference=token_classification.REFERENCE,
+        ),
+        Family(
+            command="object-detector",
+            task="object-detection",
+            summary="An Ultralytics detector (YOLOv5u/v8/v11/v12 head; --from-onnx or a .pt through Ultralytics' exporter): "
+            "encoded image bytes in, boxes in original pixels, scores, class ids and names out, as its predict computes them.",
+            default_name="object_detector",
+            prepare=object_detection.prepare_object_detector,
+            render=object_detection.render_family,
+            options=object_detection.OPTIONS,
+            templates=object_detection.TEMPLATES,
+            signature_keys=("detection",),
+            shared_options=("labels",),
         ),
     )
 }
