@@ -35,7 +35,22 @@ def signature_max_seq_len(signature: Signature) -> int | None:
     return None
 
 
-def _default_range(tensor: TensorSpec, batch_axis: int | None, settings: CompileSettings) -> ShapeRange:
+def signature_axis_ranges(signature: Signature) -> dict[str, tuple[int, int, int]]:
+    """Ranges export recorded for named symbolic axes (``metadata.axis_ranges``: name -> [min, opt, max]),
+    e.g. a detector's letterboxed height/width: from the stride up to --imgsz."""
+    found = signature.metadata.get("axis_ranges")
+    ranges: dict[str, tuple[int, int, int]] = {}
+    for name, value in (found.items() if isinstance(found, dict) else ()):
+        if isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            lo, mid, hi = value
+            if 1 <= lo <= mid <= hi:
+                ranges[str(name)] = (lo, mid, hi)
+    return ranges
+
+
+def _default_range(
+    tensor: TensorSpec, batch_axis: int | None, settings: CompileSettings, ranges: dict[str, tuple[int, int, int]] | None = None
+) -> ShapeRange:
     lo: list[int] = []
     mid: list[int] = []
     hi: list[int] = []
@@ -49,6 +64,9 @@ def _default_range(tensor: TensorSpec, batch_axis: int | None, settings: Compile
             lo.append(dim)
             mid.append(dim)
             hi.append(dim)
+        elif dim in (ranges or {}):
+            for bound, value in zip((lo, mid, hi), (ranges or {})[dim], strict=True):
+                bound.append(value)
         elif is_sequence_axis(dim):
             if settings.max_seq_len is None:
                 raise UserError(
@@ -108,7 +126,7 @@ def derive_profiles(signature: Signature, settings: CompileSettings) -> tuple[Pr
                 _check_override(tensor, r, batch_axis)
             else:
                 try:
-                    r = _default_range(tensor, batch_axis, settings)
+                    r = _default_range(tensor, batch_axis, settings, signature_axis_ranges(signature))
                 except UserError as exc:
                     if len(overrides) == 1:
                         raise

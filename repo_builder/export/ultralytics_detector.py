@@ -38,6 +38,7 @@ class DetectorOnnx:
     dynamic_hw: bool  # height and width are symbolic: predict letterboxes to minimal rectangles
     imgsz: tuple[int, int] | None  # the exporter's imgsz (metadata), None when absent
     names: tuple[str, ...]  # class names from the metadata, () when absent
+    hw_axes: tuple[str, str] = ("height", "width")  # the symbolic names of the height and width axes
 
 
 def _literal(text: str, key: str, origin: str) -> Any:
@@ -88,7 +89,8 @@ def read_detector_onnx(path: Path) -> DetectorOnnx:
     dynamic_hw = isinstance(height, str) and isinstance(width, str)
     if not dynamic_hw:
         fixed = (int(height), int(width))
-    return DetectorOnnx(inputs[0].name, model.graph.output[0].name, num_classes, stride, dynamic_hw, fixed, names)
+    axes = (str(height), str(width))
+    return DetectorOnnx(inputs[0].name, model.graph.output[0].name, num_classes, stride, dynamic_hw, fixed, names, axes)
 
 
 def check_imgsz(imgsz: int | None, info: DetectorOnnx, origin: str) -> tuple[int, int]:
@@ -134,8 +136,12 @@ def write_detector_export(folder: Path, onnx_path: Path, *, imgsz: int | None, l
     axes = {info.input_name: {0: "batch"}, info.output_name: {0: "batch"}}
     detection = {"imgsz": list(size), "stride": info.stride, "rect": info.dynamic_hw, "num_classes": info.num_classes,
                  "input": info.input_name, "output": info.output_name}
-    signature = build_signature(target, intended_axes=axes, metadata={"task": TASK, "detection": detection, "source": dict(source),
-                                                                         "source_sha256": sha256_file(onnx_path)})
+    metadata: dict[str, Any] = {"task": TASK, "detection": detection, "source": dict(source), "source_sha256": sha256_file(onnx_path)}
+    if info.dynamic_hw:
+        # TensorRT profiles (compile, --defer-compile): minimal rectangles go down to one stride, squares up to imgsz.
+        height_axis, width_axis = info.hw_axes
+        metadata["axis_ranges"] = {height_axis: [info.stride, size[0], size[0]], width_axis: [info.stride, size[1], size[1]]}
+    signature = build_signature(target, intended_axes=axes, metadata=metadata)
     signature_path = write_signature(signature, folder)
     return OnnxArtifact(onnx_path=target, signature_path=signature_path, signature=signature, labels=written)
 

@@ -94,3 +94,13 @@ def detection_images(count: int, seed: int = 0) -> list[tuple[str, bytes]]:
         assert ok
         images.append((f"{index:02d}-{width}x{height}.{fmt.lower()}", data.tobytes()))
     return images
+
+
+def shared_tiny_detector(base: Path) -> tuple[Path, Path]:
+    """One tiny detector per test session (``base``: pytest's basetemp): exporting it takes ~20 s."""
+    folder = base / "tiny-detector"
+    checkpoint, onnx_path = folder / "tiny-yolov8n.pt", folder / "tiny-yolov8n.onnx"
+    if checkpoint.is_file() and onnx_path.is_file():
+        offline_ultralytics(folder / "ultralytics-config")
+        return checkpoint, onnx_path
+    return build_tiny_detector(folder)

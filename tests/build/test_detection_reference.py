@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection_compare import row_problem
-from detection_fixtures import IMGSZ, build_tiny_detector, detection_images
+from detection_fixtures import IMGSZ, detection_images, shared_tiny_detector
 
 from repo_builder.cli.main import main
 
@@ -30,7 +30,7 @@ NAME = "det"
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build_tiny_detector(tmp_path_factory.mktemp("detector"))
+    return shared_tiny_detector(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="module")
