@@ -47,6 +47,17 @@ def chain_steps(
     ]
 
 
+def pre_model_steps(
+    names: Mapping[str, str], *, pipeline_inputs: Sequence[str], model_inputs: Sequence[str], model_outputs: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """preprocess -> model, for a family whose model output is already the answer (``model_outputs``: the
+    model's output name -> the ensemble output it becomes): no Python round trip after the model."""
+    return [
+        {"model_name": names["preprocess"], "input_map": {n: n for n in pipeline_inputs}, "output_map": {n: n for n in model_inputs}},
+        {"model_name": names["model"], "input_map": {n: n for n in model_inputs}, "output_map": dict(model_outputs)},
+    ]
+
+
 def render_chain(
     env: Any,
     source: ModelSource,
@@ -55,7 +66,7 @@ def render_chain(
     origin: str,
     *,
     pre: RenderedModel,
-    post: RenderedModel,
+    post: RenderedModel | None,
     ensemble_inputs: Sequence[Mapping[str, Any]],
     ensemble_outputs: Sequence[Mapping[str, Any]],
     steps: Sequence[Mapping[str, Any]],
@@ -64,7 +75,8 @@ def render_chain(
 ) -> tuple[RenderedModel, ...]:
     """The model step (generic, any runtime) and the ensemble around the family's own pre and post steps.
 
-    ``ensemble_files``: extra files in the ensemble's version folder (a README.md saying what it serves).
+    ``post`` None: preprocess -> model only (``pre_model_steps``). ``ensemble_files``: extra files in the
+    ensemble's version folder (a README.md saying what it serves).
     """
     names = step_names(settings.name)
     model = render_model_step(env, source, settings, versions[names["model"]], origin)
@@ -74,11 +86,11 @@ def render_chain(
         version=versions[names["ensemble"]],
         inputs=ensemble_inputs,
         outputs=ensemble_outputs,
-        members=(pre, model, post),
+        members=(pre, model) if post is None else (pre, model, post),
         steps=steps,
         comment=comment,
     )
     if ensemble_files:
         ensemble = RenderedModel(ensemble.name, ensemble.role, ensemble.version, ensemble.config_text,
                                  {**dict(ensemble.files), **dict(ensemble_files)})
-    return pre, model, post, ensemble
+    return (pre, model, ensemble) if post is None else (pre, model, post, ensemble)

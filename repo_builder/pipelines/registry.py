@@ -20,6 +20,7 @@ from repo_builder.pipelines import (
     image_classification,
     object_detection,
     text_classification,
+    text_embedding,
     token_classification,
 )
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult, Log, build_pipeline, read_task_export
@@ -93,6 +94,7 @@ FAMILIES: dict[str, Family] = {
             signature_keys=("detection",),
             shared_options=("labels",),
         ),
+        text_embedding.FAMILY,
     )
 }
 
