@@ -10,12 +10,14 @@ needed only to export a ``.pt`` checkpoint; neither this module nor the generate
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
+from repo_builder.export.staging import staged_output
 from repo_builder.export.ultralytics_detector import (
+    DEFAULT_IMGSZ,
     TASK,
     detection_metadata,
     export_ultralytics_checkpoint,
@@ -23,7 +25,7 @@ from repo_builder.export.ultralytics_detector import (
     read_labels_file,
     write_detector_export,
 )
-from repo_builder.pipelines.family import FamilyJob, FamilyOption, RenderInputs
+from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.model_step import render_model_step
 from repo_builder.pipelines.settings import PipelineSettings, step_names
 from repo_builder.pipelines.steps import python_step_config, render_ensemble, render_preprocess_step
@@ -218,13 +220,16 @@ OPTIONS = (
 
 def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
     """--model PATH.pt or --from-onnx PATH.onnx (one of them), checked before anything is staged."""
-    detection_choices(params)  # bad thresholds fail now, not after the export
+    choices = detection_choices(params)  # bad thresholds fail now, not after the export
     model, onnx_file = params.get("model"), params.get("from_onnx")
     if (model is None) == (onnx_file is None):
         raise UserError("build object-detector needs exactly one of --model PATH.pt, --from-onnx PATH.onnx or --from-export DIR")
     imgsz = params.get("imgsz")
     labels = options.labels
-    record: dict[str, Any] = {"task": TASK, "imgsz": imgsz}
+    # The manifest keeps predict's options as built: the reference check passes the same ones to predict.
+    record: dict[str, Any] = {"task": TASK, "imgsz": imgsz if imgsz is not None else DEFAULT_IMGSZ, **asdict(choices)}
+    if choices.classes is not None:
+        record["classes"] = list(choices.classes)
     if onnx_file is not None:
         onnx_path = Path(onnx_file)
         read_detector_onnx(onnx_path)  # its one-line errors before staging
@@ -242,3 +247,38 @@ def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, st
 
     return FamilyJob(export=export_checkpoint, record={**record, "model": str(checkpoint.resolve())},
                      describe=f"exporting {checkpoint.name} with Ultralytics' exporter")
+
+
+# --- its ``repo-builder export object-detector`` --------------------------------------------------------------
+
+EXPORT_OPTIONS = (
+    OPTIONS[0],
+    OPTIONS[1],
+    OPTIONS[2],
+    FamilyOption(("--labels",), "labels", "Class names, one per line (default: the names Ultralytics' exporter wrote).", kind="path"),
+)
+
+
+def run_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtifact:
+    """An Ultralytics detector (--from-onnx, or a .pt through Ultralytics' exporter): model.onnx, signature.json, labels.txt."""
+    model, onnx_file = params.get("model"), params.get("from_onnx")
+    if (model is None) == (onnx_file is None):
+        raise UserError("export object-detector needs exactly one of --model PATH.pt or --from-onnx PATH.onnx")
+    labels = Path(params["labels"]) if params.get("labels") else None
+    imgsz = params.get("imgsz")
+    if onnx_file is not None:
+        read_detector_onnx(Path(onnx_file))  # its one-line errors before anything is written
+    elif not Path(model).is_file():
+        raise UserError(f"--model {model}: no such file; pass an Ultralytics detection checkpoint (.pt)")
+    with staged_output(settings.out) as folder:
+        if onnx_file is not None:
+            artifact = write_detector_export(folder, Path(onnx_file), imgsz=imgsz, labels=labels,
+                                             source={"onnx": str(Path(onnx_file).resolve())})
+        else:
+            artifact = export_ultralytics_checkpoint(folder, Path(model), imgsz=imgsz, labels=labels)
+    final = settings.out / artifact.onnx_path.name
+    return OnnxArtifact(onnx_path=final, signature_path=settings.out / artifact.signature_path.name,
+                        signature=artifact.signature, labels=artifact.labels)
+
+
+EXPORT = FamilyExport(run_export.__doc__ or "", EXPORT_OPTIONS, run_export)

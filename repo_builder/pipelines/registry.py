@@ -17,6 +17,7 @@ from typing import Any
 from repo_builder.errors import UserError
 from repo_builder.export.progress import Steps
 from repo_builder.pipelines import (
+    detection_reference,
     image_classification,
     object_detection,
     text_classification,
@@ -93,6 +94,8 @@ FAMILIES: dict[str, Family] = {
             templates=object_detection.TEMPLATES,
             signature_keys=("detection",),
             shared_options=("labels",),
+            export=object_detection.EXPORT,
+            reference=detection_reference.REFERENCE,
         ),
         text_embedding.FAMILY,
     )

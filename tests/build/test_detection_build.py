@@ -104,3 +104,13 @@ def test_object_detector_family_imports_neither_ultralytics_nor_opencv_when_load
             "print(sorted(m for m in ('ultralytics', 'cv2', 'torch') if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert found == "[]"
+
+
+def test_export_object_detector_then_build_from_export_when_options_given(detector: tuple[Path, Path], tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    assert main(["export", "object-detector", "--from-onnx", str(detector[1]), "--imgsz", str(IMGSZ), "--out", str(export), "-q"]) == 0
+    assert sorted(p.name for p in export.iterdir()) == ["labels.txt", "model.onnx", "signature.json"]
+    repo = tmp_path / "repo"
+    assert build("--from-export", str(export), "--max-det", "7", "--runtime", "python", "--out", str(repo), "-q") == 0
+    assert "MAX_DET = 7" in (repo / "object_detector_postprocess" / "1" / "model.py").read_text()
+    assert "IMGSZ = [160, 160]" in (repo / "object_detector_preprocess" / "1" / "model.py").read_text()

@@ -127,3 +127,14 @@ def test_object_detector_builds_and_passes_live_validate_when_given_a_checkpoint
     post = (repo / "object_detector_postprocess" / "1" / "model.py").read_text()
     assert "CONF = 0.4" in post
     assert main(["validate", str(repo), "--no-gpu", "--live"]) == 0
+
+
+def test_reference_check_passes_on_60_generated_images_when_repository_built_with_options(detector: tuple[Path, Path], tmp_path: Path) -> None:
+    from repo_builder.pipelines.reference import check_reference
+
+    repo = tmp_path / "repo"
+    assert main(["build", "object-detector", "--from-onnx", str(detector[1]), "--imgsz", str(IMGSZ), "--conf", "0.3",
+                 "--iou", "0.6", "--runtime", "python", "--max-batch-size", "4", "--out", str(repo), "-q"]) == 0
+    report = check_reference(repo, minimum_cases=60)
+    assert report.failures == () and report.passed
+    assert report.cases == 60 and report.figures["detections"] > 60
