@@ -9,6 +9,7 @@ repository). The head must be the YOLOv5u/v8/v11/v12 kind: one output ``[batch, 
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -151,12 +152,17 @@ def export_ultralytics_checkpoint(folder: Path, checkpoint: Path, *, imgsz: int 
     """Export ``checkpoint`` with Ultralytics' own exporter (dynamic batch/height/width), then as --from-onnx.
 
     The exporter writes its ONNX beside the checkpoint, so it runs on a copy inside ``folder``."""
-    require("ultralytics", "detect", "exporting an Ultralytics checkpoint (AGPL-3.0; or pass --from-onnx)")
-    from ultralytics import YOLO  # heavy (torch, cv2) and AGPL-3.0: only for this export
-
     steps = steps or Steps(False)
     work = folder / "ultralytics"
     work.mkdir(parents=True, exist_ok=True)
+    # Read when Ultralytics is first imported: its settings file goes inside the stage (unless the user chose a
+    # folder), and it never pip-installs a missing requirement or calls home on its own.
+    os.environ.setdefault("YOLO_CONFIG_DIR", str(work / "config"))
+    os.environ["YOLO_AUTOINSTALL"] = "false"
+    os.environ["YOLO_OFFLINE"] = "1"
+    require("ultralytics", "detect", "exporting an Ultralytics checkpoint (AGPL-3.0; or pass --from-onnx)")
+    from ultralytics import YOLO  # heavy (torch, cv2) and AGPL-3.0: only for this export
+
     copy = work / "model.pt"
     shutil.copyfile(checkpoint, copy)
     size = DEFAULT_IMGSZ if imgsz is None else imgsz
