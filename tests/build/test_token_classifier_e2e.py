@@ -155,6 +155,7 @@ def test_deferred_tensorrt_build_sizes_sequence_profiles_from_tokenizer_max_leng
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["pending_compile"] is True
     recipe = json.loads(next((repo / "ner_model").rglob("compile.json")).read_text())
-    text = json.dumps(recipe)
-    assert f"{MAX_LENGTH}" in text  # the sequence axis' max is the tokenizer's maximum length
+    (profile,) = recipe["profiles"]
+    for name in ("input_ids", "attention_mask", "token_type_ids"):  # the sequence axis up to the tokenizer's maximum
+        assert profile[name]["min"] == [1, 1] and profile[name]["max"] == [8, MAX_LENGTH], profile
     assert main(["validate", str(repo), "--allow-pending", "--gpu"]) == 0
