@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from repo_builder.errors import UserError
+from repo_builder.pipelines.reference import bench_with_reference, format_family_bench
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ModelBench, bench_model, default_models
 
@@ -70,9 +71,16 @@ def format_bench(result: ModelBench) -> str:
 @click.option("--input", "inputs", multiple=True, help="NAME=FILE: send FILE's bytes as input NAME (repeat for several files, sent in turn). Other inputs are synthesized.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Write every figure to this JSON file.")
 @click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="This tritonserver binary instead of the embedded one.")
+@click.option("--reference", is_flag=True,
+              help="Send the family's own reference inputs (one per request) and run its framework in this process on the same "
+                   "inputs (family and checkpoint from repo-builder.json): texts/s, p50/p99 side by side (loads the checkpoint: trust it).")
+@click.option("--reference-model", type=click.Path(path_type=Path), default=None,
+              help="--reference: the checkpoint to run in process (default: the one the build recorded).")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="--reference: threads of the in-process run (default: every core).")
 def command(
     repository: Path, models: tuple[str, ...], concurrency: tuple[int, ...], seconds: float, warmup: float,
-    inputs: tuple[str, ...], json_path: Path | None, tritonserver: Path | None,
+    inputs: tuple[str, ...], json_path: Path | None, tritonserver: Path | None, reference: bool = False,
+    reference_model: Path | None = None, threads: int | None = None,
 ) -> int:
     """Measure a model repository served by Triton: throughput, latency percentiles, the slowest step.
 
@@ -84,13 +92,24 @@ def command(
     names = models or default_models(repository)
     if not names:
         raise UserError(f"{repository}: no model folder with a config.pbtxt; build one with 'repo-builder build'")
+    if not reference and (reference_model is not None or threads is not None):
+        raise UserError("--reference-model and --threads go with --reference; add --reference")
+    if reference and files:
+        raise UserError("--reference sends the family's own inputs; drop --input")
     results: list[dict[str, Any]] = []
     errors = 0
     with start_server(repository, mode="explicit", tritonserver=str(tritonserver) if tritonserver else None) as server:
         for name in names:
-            result = bench_model(server, name, files, concurrency, seconds, warmup, _log)
-            click.echo(format_bench(result))
-            results.append(result.to_json())
+            if reference:
+                against = bench_with_reference(server, repository, name, concurrencies=concurrency, seconds=seconds, warmup=warmup,
+                                               model=reference_model, threads=threads, log=_log)
+                result = against.served
+                click.echo(format_bench(result) + "\n" + format_family_bench(against))
+                results.append({**result.to_json(), "reference": against.to_json()})
+            else:
+                result = bench_model(server, name, files, concurrency, seconds, warmup, _log)
+                click.echo(format_bench(result))
+                results.append(result.to_json())
             errors += sum(level.errors for level, _ in result.levels)
     if json_path is not None:
         json_path.write_text(json.dumps({"repository": str(repository), "models": results}, indent=2), encoding="utf-8")

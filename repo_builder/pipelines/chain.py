@@ -8,6 +8,7 @@ Tensors a post step needs from the pre step (a tokenizer's offsets, an image's o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
@@ -71,7 +72,7 @@ def render_chain(
     ensemble_outputs: Sequence[Mapping[str, Any]],
     steps: Sequence[Mapping[str, Any]],
     comment: str,
-    ensemble_files: Mapping[str, bytes] | None = None,
+    ensemble_files: Mapping[str, bytes | Path] | None = None,
 ) -> tuple[RenderedModel, ...]:
     """The model step (generic, any runtime) and the ensemble around the family's own pre and post steps.
 

@@ -23,7 +23,7 @@ from repo_builder.pipelines.family import Family, InProcess, ReferenceReport, Re
 from repo_builder.pipelines.registry import family
 from repo_builder.pipelines.settings import step_names
 from repo_builder.repository.manifest import MANIFEST_FILE, read_manifest
-from repo_builder.triton.bench import percentile
+from repo_builder.triton.bench import ModelBench, bench_model, percentile
 from repo_builder.triton.locate import locate_tritonserver
 from repo_builder.triton.server import start_server
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
@@ -191,3 +191,64 @@ def _wire(array: Any) -> str:
 def default_threads() -> int:
     """The threads a fair in-process reference gets: every core this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class FamilyBench:
+    """Served figures of one ensemble on its family's reference inputs, beside the framework in process."""
+
+    family: str
+    unit: str
+    served: ModelBench
+    in_process: InProcessFigures
+
+    def ratios(self) -> dict[int, float]:
+        """Served items/s at each concurrency over the in-process best (batch chosen in its favour)."""
+        best = self.in_process.best_items_per_s
+        return {result.concurrency: (result.items_per_s / best if best else 0.0) for result, _ in self.served.levels}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "unit": self.unit, "in_process": self.in_process.to_json(),
+                "served_over_in_process": {str(c): round(r, 3) for c, r in self.ratios().items()}}
+
+
+def bench_with_reference(
+    server: Any,
+    repository: Path,
+    ensemble: str,
+    *,
+    concurrencies: Sequence[int],
+    seconds: float,
+    warmup: float,
+    model: Path | None = None,
+    threads: int | None = None,
+    items: int = 64,
+    log: Log = _quiet,
+) -> FamilyBench:
+    """``bench`` of ``ensemble`` with its family's reference inputs (one item per request), then the
+    family's framework in this process on the same items with ``threads`` threads (default: every core)."""
+    built = built_ensemble(repository, ensemble)
+    reference = built.family.reference
+    if reference is None:
+        raise UserError(f"--reference: build {built.family.command} declares no reference to bench against")
+    checkpoint = _checkpoint(built, model)
+    sample = list(reference.items(items))
+    served = bench_model(server, ensemble, {}, concurrencies, seconds, warmup, log, payloads=reference_payloads(built.family, sample))
+    threads = threads or default_threads()
+    log(f"{ensemble}: {built.family.command}'s reference in process ({threads} threads), {seconds:g} s per batch size")
+    runner = reference.load(checkpoint, threads)
+    figures = measure_in_process(runner, sample, seconds=seconds)
+    return FamilyBench(built.family.command, reference.unit, served, figures)
+
+
+def format_family_bench(bench: FamilyBench) -> str:
+    """The reference lines under bench's table."""
+    ref, unit = bench.in_process, bench.unit
+    rates = ", ".join(f"batch {b}: {v:.1f}" for b, v in ref.items_per_s_by_batch.items())
+    lines = [f"  reference ({bench.family}'s framework in process, {ref.threads} threads): p50 {ref.p50_ms:.1f} ms, "
+             f"p99 {ref.p99_ms:.1f} ms per {unit[:-1] if unit.endswith('s') else unit}; {unit}/s {rates}"]
+    for result, _ in bench.served.levels:
+        ratio = bench.ratios()[result.concurrency]
+        lines.append(f"  served at concurrency {result.concurrency}: {result.items_per_s:.1f} {unit}/s, p50 {result.p50_ms:.1f} ms, "
+                     f"p99 {result.p99_ms:.1f} ms = {ratio:.2f}x the in-process best (batch {ref.best_batch})")
+    return "\n".join(lines)

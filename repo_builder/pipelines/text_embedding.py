@@ -111,7 +111,7 @@ def readme(embedding: Mapping[str, Any], max_length: int, name: str) -> str:
         f"{embedding.get('pooling')} pooling, {norm}.\n\n"
         f"Pooling and normalization are fused into the model's ONNX graph ({embedding.get('fused')}), as read from "
         f"{'the checkpoint' + chr(39) + 's sentence-transformers modules' if embedding.get('from') == 'sentence-transformers' else 'the build options'}; "
-        "signature.json records the same (metadata.embedding).\n"
+        "signature.json beside this file records the same (metadata.embedding, metadata.preprocess).\n"
     )
 
 
@@ -145,7 +145,8 @@ def render(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
         steps=steps,
         comment=f"Clients call this: TEXT (UTF-8, TYPE_STRING [1]) -> EMBEDDING [{dims[0]}] ({embedding.get('pooling')} pooling"
                 f"{', normalized' if embedding.get('normalize') else ''}, fused in the model).",
-        ensemble_files={"README.md": text.encode()},
+        # The export's signature.json beside it: pooling, normalization and truncation as recorded (metadata.embedding).
+        ensemble_files={"README.md": text.encode(), "signature.json": inputs.artifact.signature_path},
     )
 
 
@@ -195,10 +196,16 @@ def sentence_transformer(model: Path, record: Mapping[str, Any] | None = None, t
         warnings.simplefilter("ignore", DeprecationWarning)
         from sentence_transformers import models
     encoder = models.Transformer(str(model), max_seq_length=record.get("max_length") or None)
-    modules = [encoder, models.Pooling(encoder.get_word_embedding_dimension(), pooling_mode=str(record.get("pooling") or "mean"))]
+    modules = [encoder, models.Pooling(_dimension(encoder), pooling_mode=str(record.get("pooling") or "mean"))]
     if record.get("normalize"):
         modules.append(models.Normalize())
     return st.SentenceTransformer(modules=modules, device="cpu")
+
+
+def _dimension(encoder: Any) -> int:
+    """The encoder's output size (sentence-transformers renamed the getter in 6.x)."""
+    getter = getattr(encoder, "get_embedding_dimension", None) or encoder.get_word_embedding_dimension
+    return int(getter())
 
 
 def _batches(count: int, max_batch: int) -> list[slice]:
