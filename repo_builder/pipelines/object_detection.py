@@ -28,7 +28,7 @@ from repo_builder.export.ultralytics_detector import (
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.model_step import render_model_step
 from repo_builder.pipelines.settings import PipelineSettings, step_names
-from repo_builder.pipelines.steps import python_step_config, render_ensemble, render_preprocess_step
+from repo_builder.pipelines.steps import python_step_config, render_ensemble
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 IMAGE_INPUT = "IMAGE"
 SHAPES = "IMAGE_SHAPES"  # carried from preprocess to postprocess: original h, w and letterboxed h, w per image
+IMGSZ_INPUT = "IMGSZ"  # optional, to the preprocess step: a smaller square letterbox for one request
 OUTPUTS = ("BOXES", "SCORES", "CLASS_IDS", "CLASS_NAMES", "COUNT")
 # option -> (optional ensemble input, dtype, dims): per image row; CLASSES rows pad with negative ids.
 OPTIONAL_INPUTS = {
@@ -99,6 +100,7 @@ def preprocess_context(signature: Signature, detection: Mapping[str, Any], names
         "input_name": IMAGE_INPUT,
         "output_name": model_input.name,
         "shapes_name": SHAPES,
+        "imgsz_name": IMGSZ_INPUT,
         "output_dtype": model_input.dtype,
         "imgsz": [int(v) for v in detection["imgsz"]],
         "stride": int(detection["stride"]),
@@ -123,6 +125,10 @@ def postprocess_context(detection: Mapping[str, Any], choices: DetectionChoices,
 
 def optional_tensors() -> list[dict[str, Any]]:
     return [{**ctx.tensor_context(name, dtype, dims), "optional": True} for name, dtype, dims in OPTIONAL_INPUTS.values()]
+
+
+def imgsz_tensor() -> dict[str, Any]:
+    return {**ctx.tensor_context(IMGSZ_INPUT, "int32", [1]), "optional": True}
 
 
 def output_tensors() -> list[dict[str, Any]]:
@@ -154,14 +160,16 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[R
     labels = detection_labels(inputs, num_classes)
     model_input = signature.tensor(str(detection["input"]))
     raw = signature.tensor(str(detection["output"]))
-    pre = render_preprocess_step(
-        inputs.env, settings, inputs.versions[names["preprocess"]],
-        pipeline_input=IMAGE_INPUT,
+    pre_config = python_step_config(
+        inputs.env, names["preprocess"], settings,
+        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor()],
         outputs=[ctx.signature_tensor(model_input, signature.batch_axis), ctx.tensor_context(SHAPES, "int64", [4])],
         comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> letterbox as Ultralytics' predict, RGB, /255.",
-        files={"model.py": render_source(inputs.env, "model/detection_preprocess.py.j2", preprocess_context(signature, detection, names)).encode()},
         instance_count=settings.decode_instance_count,
     )
+    pre_source = render_source(inputs.env, "model/detection_preprocess.py.j2", preprocess_context(signature, detection, names))
+    pre = RenderedModel(names["preprocess"], "preprocess", inputs.versions[names["preprocess"]], pre_config,
+                        {"model.py": pre_source.encode()})
     model = render_model_step(inputs.env, inputs.source, settings, inputs.versions[names["model"]], origin)
     raw_tensor = ctx.signature_tensor(raw, signature.batch_axis)
     post_config = python_step_config(
@@ -175,7 +183,7 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[R
                          {"model.py": post_source.encode(), "labels.txt": ("\n".join(labels) + "\n").encode("utf-8")})
     optional = [name for name, _, _ in OPTIONAL_INPUTS.values()]
     steps = [
-        {"model_name": names["preprocess"], "input_map": {IMAGE_INPUT: IMAGE_INPUT},
+        {"model_name": names["preprocess"], "input_map": {IMAGE_INPUT: IMAGE_INPUT, IMGSZ_INPUT: IMGSZ_INPUT},
          "output_map": {model_input.name: model_input.name, SHAPES: SHAPES}},
         {"model_name": names["model"], "input_map": {model_input.name: model_input.name}, "output_map": {raw.name: raw.name}},
         {"model_name": names["postprocess"], "input_map": {raw.name: raw.name, SHAPES: SHAPES, **{n: n for n in optional}},
@@ -183,9 +191,9 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[R
     ]
     ensemble = render_ensemble(
         inputs.env, settings=settings, version=inputs.versions[names["ensemble"]],
-        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), *optional_tensors()],
+        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor(), *optional_tensors()],
         outputs=output_tensors(), members=(pre, model, post), steps=steps,
-        comment="Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) and optional CONF, IOU, MAX_DET, CLASSES, "
+        comment="Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) and optional IMGSZ, CONF, IOU, MAX_DET, CLASSES, "
                 "AGNOSTIC_NMS per row -> BOXES (xyxy, original pixels), SCORES, CLASS_IDS, CLASS_NAMES, padded to the "
                 "request's largest COUNT.",
     )
@@ -204,7 +212,8 @@ OPTIONS = (
                  kind="path", metavar="PATH.pt"),
     FamilyOption(("--from-onnx",), "from_onnx", "An ONNX that Ultralytics' exporter wrote (dynamic=True for batching); "
                  "class names from its metadata or --labels.", kind="path", metavar="PATH.onnx"),
-    FamilyOption(("--imgsz",), "imgsz", "Letterbox size, as predict's imgsz (default 640; a multiple of the stride).", kind="int"),
+    FamilyOption(("--imgsz",), "imgsz", "Letterbox size, as predict's imgsz (default 640; a multiple of the stride); per request: "
+                 "input IMGSZ, at most this.", kind="int"),
     FamilyOption(("--conf",), "conf", "Confidence threshold (predict's default 0.25); per request: input CONF.", kind="float",
                  conflicts_with_export=False),
     FamilyOption(("--iou",), "iou", "NMS IoU threshold (predict's default 0.7); per request: input IOU.", kind="float",

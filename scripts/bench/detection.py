@@ -219,7 +219,10 @@ def markdown(results: dict[str, Any]) -> str:
         "## Object detection (scripts/bench/detection.py)",
         "",
         f"One run on {machine['cores']} cores ({machine['cpu']}), Python {machine['python']}, imgsz {machine['imgsz']}, "
-        "yolov8n from the framework's yaml (random weights), exported by Ultralytics' exporter; medians of interleaved rounds.",
+        "yolov8n from the framework's yaml (random weights), exported by Ultralytics' exporter; medians of interleaved rounds. "
+        f"The machine is shared: load average {machine['load_average_at_start']:.1f} at the start, "
+        f"{machine['load_average_at_end']:.1f} at the end (on {machine['cores']} cores), so absolute times are inflated; "
+        "the ratios compare sides measured in alternation.",
         "",
         "**Preprocessing, decode included** (target ≥ 1.5x Ultralytics' own: cv2.imdecode as its loader, then `predictor.preprocess`):",
         "",
@@ -265,11 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         yolo = yolo_predictor(onnx_path, imgsz)
         results = {
             "machine": {"cores": os.cpu_count(), "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-                        "imgsz": imgsz, "quick": args.quick},
+                        "imgsz": imgsz, "quick": args.quick, "load_average_at_start": os.getloadavg()[0]},
             "preprocess": preprocess_phase(work, yolo, imgsz, seconds, rounds),
             "postprocess": postprocess_phase(work, seconds, rounds),
             "end_to_end": end_to_end_phase(work, onnx_path, yolo, imgsz, seconds * 2, rounds),
         }
+        results["machine"]["load_average_at_end"] = os.getloadavg()[0]
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(markdown(results))

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 IMGSZ = 160  # small: fast on CPU; 4K images become 160 x 96 rectangles
+CLASS_LOGIT_SCALE = 0.15  # measured: 5% of scores exactly 1.0 (63% unscaled), detections on every test image size
 
 
 def offline_ultralytics(config_dir: Path) -> None:
@@ -55,6 +56,10 @@ def build_tiny_detector(folder: Path, imgsz: int = IMGSZ, seed: int = 0) -> tupl
         for batch in batches:
             network(batch)
     network.eval()
+    with torch.no_grad():  # tame the class logits: scores spread over (conf, 1) instead of 63% ties at 1.0
+        for branch in network.model[-1].cv3:
+            branch[-1].weight.mul_(CLASS_LOGIT_SCALE)
+            branch[-1].bias.mul_(CLASS_LOGIT_SCALE)
     folder.mkdir(parents=True, exist_ok=True)
     checkpoint = folder / "tiny-yolov8n.pt"
     model.save(str(checkpoint))

@@ -37,7 +37,7 @@ def load_postprocess(folder: Path, num_classes: int = 80, choices: DetectionChoi
 
 
 def load_preprocess(folder: Path, imgsz: int = 640, rect: bool = True) -> Any:
-    context = {"model_name": "m_model", "input_name": "IMAGE", "output_name": "images", "shapes_name": "IMAGE_SHAPES",
+    context = {"model_name": "m_model", "input_name": "IMAGE", "output_name": "images", "shapes_name": "IMAGE_SHAPES", "imgsz_name": "IMGSZ",
                "output_dtype": "float32", "imgsz": [imgsz, imgsz], "stride": 32, "rect": rect}
     return load_step(folder, "model/detection_preprocess.py.j2", context, "detection_preprocess")
 

@@ -108,6 +108,18 @@ def test_object_detector_applies_per_request_options_when_optional_inputs_sent(s
         assert row_problem(send(server, [data], **inputs), 0, expected, str(kwargs)) is None
 
 
+def test_object_detector_letterboxes_smaller_when_imgsz_sent(served: tuple[Any, Any]) -> None:
+    from tritonclient.utils import InferenceServerException
+
+    server, yolo = served
+    images = [data for _, data in detection_images(3, seed=6)]
+    for data in images:
+        expected = yolo.predict([decoded(data)], imgsz=96, verbose=False)[0]
+        assert row_problem(send(server, [data], IMGSZ=np.array([[96]], np.int32)), 0, expected, "imgsz 96") is None
+    with pytest.raises(InferenceServerException, match="IMGSZ: 100 must be a multiple of 32 between 32 and 160"):
+        send(server, images[:1], IMGSZ=np.array([[100]], np.int32))
+
+
 def test_object_detector_fails_only_that_request_when_bytes_are_not_an_image(served: tuple[Any, Any]) -> None:
     from tritonclient.utils import InferenceServerException
 
