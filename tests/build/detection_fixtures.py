@@ -34,11 +34,11 @@ def calibration_images() -> list[np.ndarray]:
 
 def build_tiny_detector(folder: Path, imgsz: int = IMGSZ, seed: int = 0) -> tuple[Path, Path]:
     """yolov8n.yaml with seeded random weights and recalibrated batch norms: (checkpoint .pt, Ultralytics' ONNX)."""
+    offline_ultralytics(folder / "ultralytics-config")  # before Ultralytics is first imported: it reads them then
     import torch
     from ultralytics import YOLO
     from ultralytics.data.augment import LetterBox
 
-    offline_ultralytics(folder / "ultralytics-config")
     torch.manual_seed(seed)
     model = YOLO("yolov8n.yaml")
     batches = []
