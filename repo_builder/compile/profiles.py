@@ -3,8 +3,9 @@
 Batch axis: 1 / max_batch_size / max_batch_size (opt at the maximum because Triton's dynamic batcher fills
 batches under load, which is when speed matters). Sequence-like symbolic axes: 1 / min(128, max) /
 ``max_seq_len``, which defaults to the longest sequence the signature says preprocessing emits
-(``metadata.preprocess.max_length``, written by the text export). Any other symbolic axis (an image's height, say) has no safe default: the user names it
-with ``--profile``.
+(``metadata.preprocess.max_length``, written by the text export). An axis the export gave a range
+(``metadata.axis_ranges``: name -> [min, opt, max], e.g. a detector's letterboxed height and width) takes it.
+Any other symbolic axis (an image's height, say) has no safe default: the user names it with ``--profile``.
 """
 
 from __future__ import annotations
