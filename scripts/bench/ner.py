@@ -41,6 +41,8 @@ from repo_builder.triton import bench  # noqa: E402
 
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
 POST_TARGET_MS = 0.3
+O_SHARE = 0.83
+O_ROW = f"simple, {round(O_SHARE * 100)}% O tokens"
 SERVED_TARGET_RATIO = 0.9
 TOKENS = 128
 WORDS = sorted({w for line in CORPUS for w in line.replace(",", " ").replace("!", " ").split() if w.isalnum()})
@@ -118,7 +120,7 @@ def measure_postprocessing(model: Path, repo: Path, plan: Plan) -> dict[str, Any
     """The served entity step vs the pipeline's postprocess on the same logits, per 128-token text."""
     import torch
 
-    from repo_builder.pipelines.token_reference import TokenPipeline, compare_entities, import_entities
+    from repo_builder.pipelines.token_reference import TokenPipeline, import_entities
 
     entities = import_entities(repo / "ner_postprocess" / "1" / "entities.py")
     reference = TokenPipeline(model, "simple", ("O",))
@@ -135,27 +137,47 @@ def measure_postprocessing(model: Path, repo: Path, plan: Plan) -> dict[str, Any
     settings = json.loads((repo / "ner_postprocess" / "1" / "entities.json").read_text())
     results: dict[str, Any] = {}
     for aggregation in AGGREGATIONS:
-        decoder = _decoder(entities, settings, aggregation, repo)
-        strategy = _strategy(aggregation)
-        arrays = [(lg.numpy(), e["input_ids"].numpy(), e["offset_mapping"].numpy(), e["special_tokens_mask"].numpy(), t) for t, e, lg in cases]
-
-        def ours(arrays: list[Any] = arrays, decoder: Any = decoder) -> list[bytes]:
-            return [decoder.batch(lg, ids, off, sp, [t])[0] for lg, ids, off, sp, t in arrays]
-
-        def theirs(strategy: Any = strategy) -> list[Any]:
-            return [pipe.postprocess([{"logits": lg, "input_ids": e["input_ids"], "offset_mapping": e["offset_mapping"],
-                                       "special_tokens_mask": e["special_tokens_mask"], "sentence": t, "is_last": True}],
-                                     aggregation_strategy=strategy, ignore_labels=["O"]) for t, e, lg in cases]
-
-        mismatches = 0
-        for got, want in zip(ours(), theirs(), strict=True):
-            plain = [{k: (float(v) if k == "score" else v) for k, v in entity.items()} for entity in want]
-            mismatches += compare_entities(plain, json.loads(got))[1] is not None
-        medians = time_rounds({"ours": ours, "pipeline": theirs}, plan.rounds, 1)
-        per_text = {name: value / len(cases) for name, value in medians.items()}
-        results[aggregation] = {"ours_ms": per_text["ours"], "pipeline_ms": per_text["pipeline"],
-                                "speedup": per_text["pipeline"] / per_text["ours"], "mismatched_texts": mismatches}
+        results[aggregation] = compare_postprocessing(entities, pipe, settings, repo, aggregation, cases, plan)
+    # A trained NER model tags most tokens O (about 83% of CoNLL-2003's tokens); random heads tag almost none.
+    o_heavy = [(t, e, o_dominant(lg, settings["labels"].index("O"), O_SHARE)) for t, e, lg in cases]
+    results[O_ROW] = compare_postprocessing(entities, pipe, settings, repo, "simple", o_heavy, plan)
     return {"texts": len(cases), "tokens": TOKENS, "by_aggregation": results}
+
+
+def compare_postprocessing(entities: Any, pipe: Any, settings: dict[str, Any], repo: Path, aggregation: str,
+                           cases: list[Any], plan: Plan) -> dict[str, Any]:
+    """Ours vs the pipeline's postprocess on the same logits: medians per text, entities per text, mismatches."""
+    from repo_builder.pipelines.token_reference import compare_entities
+
+    decoder = _decoder(entities, settings, aggregation, repo)
+    strategy = _strategy(aggregation)
+    arrays = [(lg.numpy(), e["input_ids"].numpy(), e["offset_mapping"].numpy(), e["special_tokens_mask"].numpy(), t) for t, e, lg in cases]
+
+    def ours() -> list[bytes]:
+        return [decoder.batch(lg, ids, off, sp, [t])[0] for lg, ids, off, sp, t in arrays]
+
+    def theirs() -> list[Any]:
+        return [pipe.postprocess([{"logits": lg, "input_ids": e["input_ids"], "offset_mapping": e["offset_mapping"],
+                                   "special_tokens_mask": e["special_tokens_mask"], "sentence": t, "is_last": True}],
+                                 aggregation_strategy=strategy, ignore_labels=["O"]) for t, e, lg in cases]
+
+    mismatches, count = 0, 0
+    for got, want in zip(ours(), theirs(), strict=True):
+        plain = [{k: (float(v) if k == "score" else v) for k, v in entity.items()} for entity in want]
+        mismatches += compare_entities(plain, json.loads(got))[1] is not None
+        count += len(plain)
+    medians = time_rounds({"ours": ours, "pipeline": theirs}, plan.rounds, 1)
+    per_text = {name: value / len(cases) for name, value in medians.items()}
+    return {"ours_ms": per_text["ours"], "pipeline_ms": per_text["pipeline"], "speedup": per_text["pipeline"] / per_text["ours"],
+            "entities_per_text": count / len(cases), "mismatched_texts": mismatches}
+
+
+def o_dominant(logits: Any, o_index: int, share: float) -> Any:
+    """The logits with the O column raised until ``share`` of the tokens are tagged O (the rest keep their labels)."""
+    raised = logits.clone()
+    margin = (logits.max(dim=-1).values - logits[..., o_index]).flatten()
+    raised[..., o_index] += float(margin.quantile(share)) + 1e-3
+    return raised
 
 
 def _strategy(aggregation: str) -> Any:
@@ -227,6 +249,7 @@ def run(plan: Plan, workdir: Path) -> dict[str, Any]:
         "in_process": in_process,
         "served": {str(c): v for c, v in served.items()},
         "figures": {"postprocess_ms_simple": simple["ours_ms"], "postprocess_target_ms": POST_TARGET_MS,
+                    "postprocess_ms_simple_o_dominant": post["by_aggregation"][O_ROW]["ours_ms"],
                     "served_vs_pipeline": ratio, "served_target_ratio": SERVED_TARGET_RATIO,
                     "postprocess_mismatches": sum(v["mismatched_texts"] for v in post["by_aggregation"].values())},
     }
@@ -241,17 +264,21 @@ def markdown(results: dict[str, Any]) -> str:
         f"interleaved rounds. Postprocessing on {post['texts']} texts of exactly {post['tokens']} tokens (the built "
         "repository's entities.py vs the pipeline's own `postprocess`, same logits; outputs compared).",
         "",
-        "| aggregation | ours ms/text | pipeline postprocess ms/text | speed-up | mismatched texts |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| aggregation | entities per text | ours ms/text | pipeline postprocess ms/text | speed-up | mismatched texts |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, row in post["by_aggregation"].items():
-        lines.append(f"| {name} | {row['ours_ms']:.3f} | {row['pipeline_ms']:.3f} | {row['speedup']:.1f}x | {row['mismatched_texts']} |")
+        lines.append(f"| {name} | {row['entities_per_text']:.0f} | {row['ours_ms']:.3f} | {row['pipeline_ms']:.3f} | "
+                     f"{row['speedup']:.1f}x | {row['mismatched_texts']} |")
     in_process, served = results["in_process"], results["served"]
     verdict_post = "met" if figures["postprocess_ms_simple"] <= POST_TARGET_MS else "MISSED"
     verdict_served = "met" if figures["served_vs_pipeline"] >= SERVED_TARGET_RATIO else "MISSED"
+    verdict_o = "met" if figures["postprocess_ms_simple_o_dominant"] <= POST_TARGET_MS else "MISSED"
     lines += [
         "",
-        f"Target <= {POST_TARGET_MS} ms per 128-token text (simple): **{figures['postprocess_ms_simple']:.3f} ms, {verdict_post}**.",
+        f"Target <= {POST_TARGET_MS} ms per 128-token text (simple): random head, nearly every token an entity: "
+        f"**{figures['postprocess_ms_simple']:.3f} ms, {verdict_post}**; with {round(O_SHARE * 100)}% O tokens as a trained "
+        f"model tags text (the same logits, O raised): **{figures['postprocess_ms_simple_o_dominant']:.3f} ms, {verdict_o}**.",
         "",
         "| served (one text per request) | texts/s | p50 ms | p99 ms |",
         "| --- | ---: | ---: | ---: |",

@@ -176,10 +176,10 @@ def test_entity_decoder_refuses_unknown_aggregation_when_constructed(entities: A
 
 def test_entity_json_equals_json_dumps_when_words_need_escaping_or_scores_are_not_finite(entities: Any) -> None:
     decoder = entities.EntityDecoder(LABELS, ("O",), "simple", [], " ".join, None, True)
-    rows = [(1, 0.5, 'say "hi"\\', 0, 3), (3, 0.25, "é\n日本 😀", 4, 9)]
+    columns = [[1, 3], [0.5, 0.25], ['say "hi"\\', "é\n日本 😀"], [0, 4], [3, 9]]
     expected = [{"entity_group": "PER", "score": 0.5, "word": 'say "hi"\\', "start": 0, "end": 3},
                 {"entity_group": "MISC", "score": 0.25, "word": "é\n日本 😀", "start": 4, "end": 9}]
-    assert decoder.to_json("group", rows) == json.dumps(expected, ensure_ascii=False)
-    token_rows = [(2, float("nan"), 7, "x", 1, 2)]
-    assert decoder.to_json("token", token_rows) == json.dumps(
+    assert decoder.to_json("group", columns) == json.dumps(expected, ensure_ascii=False)
+    token_columns = [[2], [float("nan")], [7], ["x"], [1], [2]]
+    assert decoder.to_json("token", token_columns) == json.dumps(
         [{"entity": "I-PER", "score": float("nan"), "index": 7, "word": "x", "start": 1, "end": 2}], ensure_ascii=False)

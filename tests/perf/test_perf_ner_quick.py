@@ -22,7 +22,8 @@ def test_ner_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> None:
     results = json.loads(out.read_text())
     assert results["machine"]["quick"] is True
     by_aggregation = results["postprocessing"]["by_aggregation"]
-    assert set(by_aggregation) == {"none", "simple", "first", "average", "max"}
+    assert {"none", "simple", "first", "average", "max", "simple, 83% O tokens"} == set(by_aggregation)
+    assert by_aggregation["simple, 83% O tokens"]["entities_per_text"] < by_aggregation["simple"]["entities_per_text"]
     # The served step's entities equal the pipeline's own postprocess on the same logits, for every strategy.
     assert results["figures"]["postprocess_mismatches"] == 0
     assert all(row["ours_ms"] > 0 and row["pipeline_ms"] > 0 for row in by_aggregation.values())
