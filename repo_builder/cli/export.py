@@ -91,7 +91,8 @@ def _print_summary(artifact: OnnxArtifact) -> None:
         for t in tensors:
             click.echo(f"{kind} {t.name}: {t.dtype} ({t.triton_type}) {_format_shape(t.shape)}")
     if not signature.parity:
-        click.echo("parity: not checked (--no-parity)")
+        # An export may say why it checked none (a detector's ONNX comes from its framework's own exporter).
+        click.echo(f"parity: not checked ({meta.get('parity_note') or '--no-parity'})")
     for result in signature.parity:
         shapes = ", ".join(f"{name} {'x'.join(map(str, dims))}" for name, dims in result.shapes.items())
         verdict = "ok" if result.passed else "FAILED"

@@ -137,7 +137,8 @@ def write_detector_export(folder: Path, onnx_path: Path, *, imgsz: int | None, l
     axes = {info.input_name: {0: "batch"}, info.output_name: {0: "batch"}}
     detection = {"imgsz": list(size), "stride": info.stride, "rect": info.dynamic_hw, "num_classes": info.num_classes,
                  "input": info.input_name, "output": info.output_name}
-    metadata: dict[str, Any] = {"task": TASK, "detection": detection, "source": dict(source), "source_sha256": sha256_file(onnx_path)}
+    metadata: dict[str, Any] = {"task": TASK, "detection": detection, "source": dict(source), "source_sha256": sha256_file(onnx_path),
+                                "parity_note": "Ultralytics' exporter wrote the ONNX; the reference check compares with its predict"}
     if info.dynamic_hw:
         # TensorRT profiles (compile, --defer-compile): minimal rectangles go down to one stride, squares up to imgsz.
         height_axis, width_axis = info.hw_axes
