@@ -244,7 +244,9 @@ def run(plan: Plan, workdir: Path) -> dict[str, Any]:
     simple = post["by_aggregation"]["simple"]
     ratio = served[4]["items_per_s"] / in_process["best_texts_per_s"]
     return {
-        "machine": {"cores": threads, "quick": plan.quick, "model": plan.size, "rounds": plan.rounds, "seconds": plan.seconds},
+        "machine": {"cores": threads, "quick": plan.quick, "model": plan.size, "rounds": plan.rounds, "seconds": plan.seconds,
+                    # The machine is shared: its load (1/5/15 min) at the end says how far to trust absolute figures.
+                    "load_average": [round(v, 2) for v in os.getloadavg()]},
         "postprocessing": post,
         "in_process": in_process,
         "served": {str(c): v for c, v in served.items()},
@@ -261,7 +263,7 @@ def markdown(results: dict[str, Any]) -> str:
         "## Token classification / NER (scripts/bench/ner.py)",
         "",
         f"Random BERT-{machine['model']} shaped token classifier, {machine['cores']} cores, medians of {machine['rounds']} "
-        f"interleaved rounds. Postprocessing on {post['texts']} texts of exactly {post['tokens']} tokens (the built "
+        f"interleaved rounds{_load(machine)}. Postprocessing on {post['texts']} texts of exactly {post['tokens']} tokens (the built "
         "repository's entities.py vs the pipeline's own `postprocess`, same logits; outputs compared).",
         "",
         "| aggregation | entities per text | ours ms/text | pipeline postprocess ms/text | speed-up | mismatched texts |",
@@ -290,6 +292,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"(target >= {SERVED_TARGET_RATIO}x, {verdict_served}).",
     ]
     return "\n".join(lines)
+
+
+def _load(machine: dict[str, Any]) -> str:
+    load = machine.get("load_average")
+    return f" (load average {load[0]}/{load[1]}/{load[2]} over 1/5/15 min at the end, on a shared machine)" if load else ""
 
 
 def main(argv: list[str] | None = None) -> int:
