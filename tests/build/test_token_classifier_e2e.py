@@ -159,3 +159,10 @@ def test_deferred_tensorrt_build_sizes_sequence_profiles_from_tokenizer_max_leng
     for name in ("input_ids", "attention_mask", "token_type_ids"):  # the sequence axis up to the tokenizer's maximum
         assert profile[name]["min"] == [1, 1] and profile[name]["max"] == [8, MAX_LENGTH], profile
     assert main(["validate", str(repo), "--allow-pending", "--gpu"]) == 0
+
+
+def test_reference_runner_passes_when_checking_a_built_ner_ensemble(ner_repo: Path, ner_dir: Path) -> None:
+    from repo_builder.pipelines.reference import check_reference
+
+    report = check_reference(ner_repo, model=ner_dir, ensemble="ner_first")  # its own server, options from the manifest
+    assert report.passed and report.family == "token-classifier" and report.cases >= 200, report.to_json()
