@@ -17,6 +17,7 @@ import click
 
 from repo_builder.cli.options import Output, check_output_file, output_options
 from repo_builder.errors import UserError
+from repo_builder.pipelines.reference import bench_with_reference, format_family_bench
 from repo_builder.report import bench_document, check_output, parse_record, write_report
 from repo_builder.report.charts import require_plotting
 from repo_builder.report.run_info import repository_digest
@@ -86,10 +87,17 @@ def format_bench(result: ModelBench) -> str:
               help="Also write every figure to this JSON file (kept for old scripts: --format json --output FILE).")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Also write the results as one HTML page with charts (the 'report' extra).")
 @click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="This tritonserver binary instead of the embedded one.")
+@click.option("--reference", is_flag=True,
+              help="Send the family's own reference inputs (one per request) and run its framework in this process on the same "
+                   "inputs (family and checkpoint from repo-builder.json): texts/s, p50/p99 side by side (loads the checkpoint: trust it).")
+@click.option("--reference-model", type=click.Path(path_type=Path), default=None,
+              help="--reference: the checkpoint to run in process (default: the one the build recorded).")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="--reference: threads of the in-process run (default: every core).")
 @output_options
 def command(
     repository: Path, models: tuple[str, ...], concurrency: tuple[int, ...], seconds: float, warmup: float,
-    inputs: tuple[str, ...], json_path: Path | None, report_path: Path | None, tritonserver: Path | None, output: Output,
+    inputs: tuple[str, ...], json_path: Path | None, report_path: Path | None, tritonserver: Path | None,
+    reference: bool, reference_model: Path | None, threads: int | None, output: Output,
 ) -> int:
     """Measure a model repository served by Triton: throughput, latency percentiles, the slowest step.
 
@@ -101,10 +109,7 @@ def command(
     names = models or default_models(repository)
     if not names:
         raise UserError(f"{repository}: no model folder with a config.pbtxt; build one with 'repo-builder build'")
-    check_output_file(json_path)
-    if report_path is not None:  # refused now, not after minutes of measuring
-        check_output(report_path, option="--report")
-        require_plotting("bench --report")
+    _check_options(reference, reference_model, threads, bool(files), json_path, report_path)
     digest = repository_digest(repository)  # before serving: what was measured
     results: list[dict[str, Any]] = []
     texts: list[str] = []
@@ -118,17 +123,44 @@ def command(
         ))
         server_version = server.client.get_server_metadata().version
         for name in names:
-            result = bench_model(server, name, plans[name].files, concurrency, seconds, warmup, output.progress,
-                                 headers=plans[name].headers)
-            if output.json or output.path is not None:
-                texts.append(format_bench(result))
+            if reference:
+                against = bench_with_reference(server, repository, name, concurrencies=concurrency, seconds=seconds, warmup=warmup,
+                                               model=reference_model, threads=threads, log=output.progress)
+                result = against.served
+                text = format_bench(result) + "\n" + format_family_bench(against)
+                entry = {**result.to_json(), "reference": against.to_json()}
             else:
-                click.echo(format_bench(result))  # as each model finishes
-            results.append(result.to_json())
+                result = bench_model(server, name, plans[name].files, concurrency, seconds, warmup, output.progress,
+                                     headers=plans[name].headers)
+                text, entry = format_bench(result), result.to_json()
+            if output.json or output.path is not None:
+                texts.append(text)
+            else:
+                click.echo(text)  # as each model finishes
+            results.append(entry)
             errors += sum(level.errors for level, _ in result.levels)
     settings = {"concurrency": list(concurrency), "seconds": seconds, "warmup": warmup,
                 "inputs": sorted({f.name for f, _ in files}) or "synthesized"}
     document = bench_document(repository, results, settings=settings, server_version=server_version, digest=digest)
+    _write_results(document, texts, output, json_path, report_path, repository.name)
+    return 1 if errors else 0
+
+
+def _check_options(reference: bool, reference_model: Path | None, threads: int | None, has_files: bool,
+                   json_path: Path | None, report_path: Path | None) -> None:
+    """Refused now, not after minutes of measuring."""
+    if not reference and (reference_model is not None or threads is not None):
+        raise UserError("--reference-model and --threads go with --reference; add --reference")
+    if reference and has_files:
+        raise UserError("--reference sends the family's own inputs; drop --input")
+    check_output_file(json_path)
+    if report_path is not None:
+        check_output(report_path, option="--report")
+        require_plotting("bench --report")
+
+
+def _write_results(document: dict[str, Any], texts: list[str], output: Output, json_path: Path | None,
+                   report_path: Path | None, label: str) -> None:
     text = json.dumps(document, indent=2)
     if output.json:
         output.report(text)
@@ -137,5 +169,4 @@ def command(
     if json_path is not None:
         Output(path=json_path).report(text)
     if report_path is not None:
-        write_report([parse_record(document, str(json_path or "not written (no --json)"), repository.name)], report_path)
-    return 1 if errors else 0
+        write_report([parse_record(document, str(json_path or "not written (no --json)"), label)], report_path)

@@ -17,6 +17,7 @@ import click
 from repo_builder.cli.options import (
     Output,
     check_output_file,
+    family_option,
     gpu_option,
     option_group,
     output_file_option,
@@ -26,7 +27,6 @@ from repo_builder.compile_recipe import PRECISIONS
 from repo_builder.export.progress import Steps
 from repo_builder.pipelines.build_check import DEFAULT_LOAD_TIMEOUT, CheckRequest
 from repo_builder.pipelines.build_request import BuildOutcome, BuildRequest, build
-from repo_builder.pipelines.family import FamilyOption
 from repo_builder.pipelines.registry import FAMILIES, Family
 from repo_builder.pipelines.runtime import CHOICES
 
@@ -146,16 +146,6 @@ def run_build(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) ->
     return 0 if outcome.ok else 1
 
 
-_CLICK_TYPES: dict[str, Any] = {"text": str, "path": click.Path(path_type=Path), "int": int}
-
-
-def _click_option(option: FamilyOption) -> Callable[[Any], Any]:
-    if option.kind == "flag":
-        return click.option(*option.flags, option.dest, is_flag=True, help=option.help)
-    return click.option(*option.flags, option.dest, type=_CLICK_TYPES[option.kind], default=option.default,
-                        show_default=option.default is not None, metavar=option.metavar, help=option.help)
-
-
 def family_command(chosen: Family) -> click.Command:
     """The ``build <family>`` subcommand: the family's own options, --from-export, then the shared ones."""
     own = {o.dest for o in chosen.options} | {"from_export"}
@@ -165,7 +155,7 @@ def family_command(chosen: Family) -> click.Command:
         return run_build(chosen, params, kwargs)
 
     decorators = [
-        *(_click_option(o) for o in chosen.options),
+        *(family_option(o) for o in chosen.options),
         click.option("--from-export", type=click.Path(path_type=Path), default=None,
                      help=f"Build from an existing 'repo-builder export' folder ({chosen.task}) instead of exporting."),
         common_options,

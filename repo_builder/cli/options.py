@@ -191,3 +191,13 @@ timeout_option = click.option(
     metavar="SECONDS",
     help="Give up on the object store after this long in total (retries and hanging calls included).",
 )
+
+
+def family_option(option: Any) -> Callable[[F], F]:
+    """A family's ``FamilyOption`` (pipelines/family.py) as a click option; the family declares it as data."""
+    if option.kind == "flag":
+        return click.option(*option.flags, option.dest, is_flag=True, help=option.help)
+    kinds: dict[str, Any] = {"text": str, "path": click.Path(path_type=Path), "int": int, "float": float}
+    kind = click.Choice(option.choices) if option.kind == "choice" else kinds[option.kind]
+    return click.option(*option.flags, option.dest, type=kind, default=option.default, required=option.required,
+                        show_default=option.default is not None, metavar=option.metavar, help=option.help)

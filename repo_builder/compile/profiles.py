@@ -3,8 +3,9 @@
 Batch axis: 1 / max_batch_size / max_batch_size (opt at the maximum because Triton's dynamic batcher fills
 batches under load, which is when speed matters). Sequence-like symbolic axes: 1 / min(128, max) /
 ``max_seq_len``, which defaults to the longest sequence the signature says preprocessing emits
-(``metadata.preprocess.max_length``, written by the text export). Any other symbolic axis (an image's height, say) has no safe default: the user names it
-with ``--profile``.
+(``metadata.preprocess.max_length``, written by the text export). An axis the export gave a range
+(``metadata.axis_ranges``: name -> [min, opt, max], e.g. a detector's letterboxed height and width) takes it.
+Any other symbolic axis (an image's height, say) has no safe default: the user names it with ``--profile``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,22 @@ def signature_max_seq_len(signature: Signature) -> int | None:
     return None
 
 
-def _default_range(tensor: TensorSpec, batch_axis: int | None, settings: CompileSettings) -> ShapeRange:
+def signature_axis_ranges(signature: Signature) -> dict[str, tuple[int, int, int]]:
+    """Ranges export recorded for named symbolic axes (``metadata.axis_ranges``: name -> [min, opt, max]),
+    e.g. a detector's letterboxed height/width: from the stride up to --imgsz."""
+    found = signature.metadata.get("axis_ranges")
+    ranges: dict[str, tuple[int, int, int]] = {}
+    for name, value in (found.items() if isinstance(found, dict) else ()):
+        if isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            lo, mid, hi = value
+            if 1 <= lo <= mid <= hi:
+                ranges[str(name)] = (lo, mid, hi)
+    return ranges
+
+
+def _default_range(
+    tensor: TensorSpec, batch_axis: int | None, settings: CompileSettings, ranges: dict[str, tuple[int, int, int]] | None = None
+) -> ShapeRange:
     lo: list[int] = []
     mid: list[int] = []
     hi: list[int] = []
@@ -49,6 +65,9 @@ def _default_range(tensor: TensorSpec, batch_axis: int | None, settings: Compile
             lo.append(dim)
             mid.append(dim)
             hi.append(dim)
+        elif dim in (ranges or {}):
+            for bound, value in zip((lo, mid, hi), (ranges or {})[dim], strict=True):
+                bound.append(value)
         elif is_sequence_axis(dim):
             if settings.max_seq_len is None:
                 raise UserError(
@@ -108,7 +127,7 @@ def derive_profiles(signature: Signature, settings: CompileSettings) -> tuple[Pr
                 _check_override(tensor, r, batch_axis)
             else:
                 try:
-                    r = _default_range(tensor, batch_axis, settings)
+                    r = _default_range(tensor, batch_axis, settings, signature_axis_ranges(signature))
                 except UserError as exc:
                     if len(overrides) == 1:
                         raise

@@ -19,7 +19,7 @@ from repo_builder.compile import CompileSettings, compile_plan, defer_plan
 from repo_builder.compile.pending import external_data_files
 from repo_builder.errors import UserError
 from repo_builder.pipelines.build_check import rehearsal_options
-from repo_builder.pipelines.classification import check_labels_file, class_count, read_labels
+from repo_builder.pipelines.option_files import check_labels_file
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, check_version, step_names
 from repo_builder.render.context import check_tensor_name
 from repo_builder.render.rendered import RenderedModel
@@ -40,7 +40,7 @@ class BuildOptions:
     version: int | None = None  # None: the next free version of every step
     force: bool = False
     templates: Path | None = None
-    labels: Path | None = None  # overrides the labels export wrote
+    labels: Path | None = None  # --labels: read by the families that declare it (classification: overrides export's)
     defer_compile: bool = False
     compile_settings: CompileSettings | None = None  # the tensorrt runtime's build settings
     check_parity: bool = True
@@ -115,17 +115,6 @@ def model_source(artifact: OnnxArtifact, options: BuildOptions, scratch: Path, l
     return ModelSource(plan.signature, files, default_model_filename=default, cc_model_filenames=cc)
 
 
-def _labels(artifact: OnnxArtifact, options: BuildOptions, num_classes: int) -> tuple[str, ...]:
-    if options.labels is not None:
-        return read_labels(options.labels, num_classes, "the model")
-    if artifact.labels:
-        return tuple(artifact.labels)
-    labels_file = artifact.onnx_path.parent / str(artifact.signature.metadata.get("labels_file", "labels.txt"))
-    if labels_file.is_file():
-        return read_labels(labels_file, num_classes, "the model")
-    return tuple(f"class_{i}" for i in range(num_classes))
-
-
 def read_export(folder: Path) -> OnnxArtifact:
     """An existing ``repo-builder export`` folder (model.onnx, signature.json, labels.txt, tokenizer/)."""
     if not folder.is_dir():
@@ -150,16 +139,22 @@ def read_export(folder: Path) -> OnnxArtifact:
     )
 
 
-def read_task_export(folder: Path, task: str) -> OnnxArtifact:
-    """``read_export``, refusing an export of another task (a text model given to the image pipeline)."""
+def read_task_export(folder: Path, task: str, keys: tuple[str, ...] = ()) -> OnnxArtifact:
+    """``read_export``, refusing an export of another task (a text model given to the image pipeline) or one
+    missing a metadata key the family's steps read (``keys``: ``Family.signature_keys``)."""
     artifact = read_export(folder)
     found = artifact.signature.metadata.get("task")
     if found is not None and found != task:
         raise UserError(f"{artifact.signature_path}: the export is a '{found}' model, not '{task}'")
+    missing = [key for key in keys if key not in artifact.signature.metadata]
+    if missing:
+        raise UserError(f"{artifact.signature_path}: metadata has no {', '.join(missing)}; re-run 'repo-builder export' "
+                        f"to record what the {task} steps read")
     return artifact
 
 
-Renderer = Callable[[Any, ModelSource, OnnxArtifact, tuple[str, ...], Mapping[str, int]], tuple[RenderedModel, ...]]
+# render(env, the model step's source, the export, versions by model name) -> every model of the pipeline.
+Renderer = Callable[[Any, ModelSource, OnnxArtifact, Mapping[str, int]], tuple[RenderedModel, ...]]
 
 
 def build_pipeline(
@@ -199,8 +194,7 @@ def build_pipeline(
         versions = plan_versions(out, list(names.values()), options.version, options.force)
         artifact = export(stage.root / "export")
         source = model_source(artifact, options, stage.root / "compile", log)
-        labels = _labels(artifact, options, class_count(artifact.signature))
-        rendered = render(env, source, artifact, labels, versions)
+        rendered = render(env, source, artifact, versions)
         check_api_unchanged(out, rendered, options.replace)  # before anything is staged or moved
         staged = [stage_model(stage, m) for m in rendered]
         log(f"writing {', '.join(f'{m.name}/{m.version}' for m in staged)} into {out} (validated before anything moves)")

@@ -18,8 +18,8 @@ from repo_builder.errors import ToolError, UserError
 from repo_builder.export.progress import Steps
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult
 from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, plan_check, run_check
-from repo_builder.pipelines.classification import check_labels_file
 from repo_builder.pipelines.nvcf_assets import nvcf_settings
+from repo_builder.pipelines.option_files import check_labels_file
 from repo_builder.pipelines.registry import Family, build_family, family, prepare_family
 from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
 from repo_builder.pipelines.settings import PipelineSettings

@@ -3,51 +3,24 @@ the preprocess -> model -> postprocess ensemble."""
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
 from repo_builder.nvcf import asset_input_name
-from repo_builder.pipelines.model_step import render_model_step
+from repo_builder.pipelines.chain import chain_steps, render_chain
+from repo_builder.pipelines.family import RenderInputs
 from repo_builder.pipelines.nvcf_assets import nvcf_step_inputs
+from repo_builder.pipelines.option_files import describe_path
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
-from repo_builder.pipelines.steps import python_step_config, render_ensemble
+from repo_builder.pipelines.steps import python_step_config
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import Signature, TensorSpec
 
 TOP_K_OUTPUTS = ("LABELS", "SCORES", "CLASS_IDS")
-
-
-def describe_path(path: Path) -> str | None:
-    """What ``path`` is when it is not a regular file ("a folder", "a FIFO" ...), None when it is one."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return "no such file"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror})"
-    if stat.S_ISREG(mode):
-        return None
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((f"is {name}, not a file" for test, name in kinds if test(mode)), "is not a regular file")
-
-
-def check_labels_file(path: Path | None, option: str = "--labels") -> None:
-    """Fail before exporting when the labels file cannot be read (the class count is checked after export)."""
-    if path is None:
-        return
-    problem = describe_path(path)
-    if problem is not None:
-        raise UserError(f"{option} {path}: {problem}; pass a text file with one label per line")
-    try:
-        path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{option} {path}: cannot read it as UTF-8 text ({exc})") from None
 
 
 def read_labels(path: Path, num_classes: int, origin: str) -> tuple[str, ...]:
@@ -115,13 +88,8 @@ def classification_steps(
 ) -> list[dict[str, Any]]:
     """preprocess -> model -> postprocess; ensemble tensors carry the member tensors' names (``extra_inputs``:
     more ensemble inputs the preprocessing step takes, e.g. NVCF asset ids)."""
-    top_k_outputs = {n: n for n in TOP_K_OUTPUTS}
-    pre_map = {n: n for n in (pre_input, *extra_inputs)}
-    return [
-        {"model_name": names["preprocess"], "input_map": pre_map, "output_map": {n: n for n in model_inputs}},
-        {"model_name": names["model"], "input_map": {n: n for n in model_inputs}, "output_map": {logits_name: logits_name}},
-        {"model_name": names["postprocess"], "input_map": {"LOGITS": logits_name}, "output_map": top_k_outputs},
-    ]
+    return chain_steps(names, pipeline_inputs=[pre_input, *extra_inputs], model_inputs=model_inputs,
+                       model_outputs=[logits_name], post_inputs={"LOGITS": logits_name}, outputs=TOP_K_OUTPUTS)
 
 
 def render_classification_pipeline(
@@ -140,18 +108,29 @@ def render_classification_pipeline(
 ) -> tuple[RenderedModel, ...]:
     """preprocess -> model -> top-k postprocess, and the ensemble clients call (``comment`` heads its config)."""
     names = step_names(settings.name)
-    model = render_model_step(env, source, settings, versions[names["model"]], origin)
     post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin)
     _, outputs = ctx.classification_outputs(settings.top_k, len(labels))
-    ensemble = render_ensemble(
-        env,
-        settings=settings,
-        version=versions[names["ensemble"]],
-        inputs=nvcf_step_inputs(pipeline_input) if settings.nvcf else [ctx.tensor_context(pipeline_input, "object", [1])],
-        outputs=outputs,
-        members=(preprocess, model, post),
+    return render_chain(
+        env, source, settings, versions, origin,
+        pre=preprocess,
+        post=post,
+        ensemble_inputs=nvcf_step_inputs(pipeline_input) if settings.nvcf else [ctx.tensor_context(pipeline_input, "object", [1])],
+        ensemble_outputs=outputs,
         steps=classification_steps(names, pipeline_input, model_inputs, logits.name,
                                    (asset_input_name(pipeline_input),) if settings.nvcf else ()),
         comment=comment,
     )
-    return preprocess, model, post, ensemble
+
+
+def family_labels(inputs: RenderInputs) -> tuple[str, ...]:
+    """The classes' labels: --labels, else those export wrote (labels.txt beside model.onnx), else class_i."""
+    artifact = inputs.artifact
+    num_classes = class_count(artifact.signature, inputs.origin)
+    if inputs.labels_file is not None:
+        return read_labels(inputs.labels_file, num_classes, "the model")
+    if artifact.labels:
+        return tuple(artifact.labels)
+    labels_file = artifact.onnx_path.parent / str(artifact.signature.metadata.get("labels_file", "labels.txt"))
+    if labels_file.is_file():
+        return read_labels(labels_file, num_classes, "the model")
+    return tuple(f"class_{i}" for i in range(num_classes))

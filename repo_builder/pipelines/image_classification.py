@@ -13,15 +13,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
-from repo_builder.export.resnet50 import resnet50_choice
+from repo_builder.export.resnet50 import export_resnet50, resnet50_choice
 from repo_builder.export.torchvision_classifier import (
     ModelChoice,
     check_arch,
     export_torchvision_classifier,
     parse_model,
 )
-from repo_builder.pipelines.classification import classifier_logits, render_classification_pipeline
-from repo_builder.pipelines.family import FamilyJob, FamilyOption
+from repo_builder.pipelines.classification import (
+    classifier_logits,
+    family_labels,
+    render_classification_pipeline,
+)
+from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.nvcf_assets import asset_parameters
 from repo_builder.pipelines.nvcf_options import NVCF_OPTIONS
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
@@ -113,10 +117,10 @@ IMAGE_CLASSIFIER_OPTIONS = (
 )
 
 
-def render_family(
-    env: Any, source: ModelSource, artifact: OnnxArtifact, labels: tuple[str, ...], settings: PipelineSettings, versions: Mapping[str, int]
-) -> tuple[RenderedModel, ...]:
-    return render_image_pipeline(env, source, artifact.signature, labels, settings, versions, origin=str(artifact.signature_path))
+def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
+    labels = family_labels(inputs)
+    return render_image_pipeline(inputs.env, inputs.source, inputs.artifact.signature, labels, inputs.settings, inputs.versions,
+                                 origin=inputs.origin)
 
 
 def prepare_resnet50(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
@@ -141,3 +145,37 @@ def _classifier_job(choice: ModelChoice, options: BuildOptions, steps: Steps, re
         return export_torchvision_classifier(folder, choice, check_parity=options.check_parity, steps=steps)
 
     return FamilyJob(export=export, record=record, describe=f"exporting {choice.name} to ONNX")
+
+
+# --- their ``repo-builder export`` subcommands ---------------------------------------------------------------
+
+DYNAMIC_HW = FamilyOption(("--dynamic-hw",), "dynamic_hw", "Make height and width dynamic too (default: the weights' crop size).", kind="flag")
+RESNET50_EXPORT_OPTIONS = (
+    FamilyOption(("--weights",), "weights", "torchvision IMAGENET1K_V2 (download cache), seeded random weights, or a state_dict file.",
+                 default="imagenet", metavar="imagenet|random|PATH"),
+    FamilyOption(("--dynamic-hw",), "dynamic_hw", "Make height and width dynamic too (default: fixed 224x224).", kind="flag"),
+)
+IMAGE_CLASSIFIER_EXPORT_OPTIONS = (
+    FamilyOption(("--model",), "model", "torchvision:NAME (any torchvision classification model) or PATH.pt: a whole pickled model "
+                 "(only files you trust: loading runs it) or a state_dict with --arch.", metavar="torchvision:NAME|PATH", required=True),
+    FamilyOption(("--weights",), "weights", "torchvision:NAME only: its pretrained DEFAULT weights (download cache), seeded random weights, "
+                 "or a state_dict file.", default="default", metavar="default|random|PATH"),
+    FamilyOption(("--arch",), "arch", "The torchvision architecture of a --model PATH state_dict.", metavar="NAME"),
+    DYNAMIC_HW,
+)
+
+
+def run_resnet50_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtifact:
+    """torchvision ResNet50: NCHW float32 input, dynamic batch axis."""
+    return export_resnet50(settings.out, weights=str(params.get("weights") or "imagenet"), dynamic_hw=bool(params.get("dynamic_hw")),
+                           **settings.kwargs())
+
+
+def run_image_classifier_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtifact:
+    """Any torchvision image classifier: NCHW float32 input, dynamic batch axis, the weights' own transforms recorded."""
+    choice = parse_model(str(params["model"]), weights=str(params.get("weights") or "default"), arch=params.get("arch"))
+    return export_torchvision_classifier(settings.out, choice, dynamic_hw=bool(params.get("dynamic_hw")), **settings.kwargs())
+
+
+RESNET50_EXPORT = FamilyExport(run_resnet50_export.__doc__ or "", RESNET50_EXPORT_OPTIONS, run_resnet50_export)
+IMAGE_CLASSIFIER_EXPORT = FamilyExport(run_image_classifier_export.__doc__ or "", IMAGE_CLASSIFIER_EXPORT_OPTIONS, run_image_classifier_export)

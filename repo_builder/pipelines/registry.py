@@ -1,41 +1,38 @@
-"""The model families ``repo-builder build`` knows: one record each.
+"""The model families ``repo-builder build`` and ``repo-builder export`` know: one record each.
 
-A family says which task its exports carry, how to export its model (or read an existing export), how to
-render its steps from the export, which extra options its command takes and which templates it uses. The
-model step, the ensemble and the writing are generic. Adding a family = one ``Family`` record here, its
-module (``prepare`` + ``render``) and its templates; ``cli/build.py`` reads its subcommands from FAMILIES.
+A family (``family.Family``) declares everything task-specific: its export (or reading an existing one), what
+its signature records, its pre and post steps (``render``), its CLI options and its reference check. The
+model step, the ensemble, the writing and the build check are generic. Adding a family = its module, its
+templates, its tests and ONE line in FAMILIES below (docs/new-family.md); ``cli/build.py`` and
+``cli/export.py`` read their subcommands from FAMILIES.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
 from repo_builder.export.progress import Steps
-from repo_builder.pipelines import image_classification, text_classification
+from repo_builder.pipelines import (
+    detection_reference,
+    image_classification,
+    object_detection,
+    text_classification,
+    text_embedding,
+    token_classification,
+)
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult, Log, build_pipeline, read_task_export
-from repo_builder.pipelines.family import FamilyJob, FamilyOption, FamilyRenderer, Prepare
+from repo_builder.pipelines.family import Family, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.settings import ModelSource
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact
 
 __all__ = ["FAMILIES", "Family", "FamilyJob", "FamilyOption", "build_family", "family", "prepare_family"]
 
-
-@dataclass(frozen=True)
-class Family:
-    command: str  # the subcommand: ``repo-builder build <command>``
-    task: str  # signature.json metadata "task" its exports carry; --from-export of another task is refused
-    summary: str  # the subcommand's --help
-    default_name: str  # --name when not given
-    prepare: Prepare  # the family's options -> how to export, what to record (cheap checks, no export yet)
-    render: FamilyRenderer  # the export -> every model of the pipeline
-    options: tuple[FamilyOption, ...] = ()  # extra CLI options; values reach ``prepare`` by ``dest``
-    templates: tuple[str, ...] = ()  # the model.py templates it renders (config templates are generic)
-
+_CLASSIFIER = {"signature_keys": ("preprocess",), "shared_options": ("labels", "top_k")}
 
 FAMILIES: dict[str, Family] = {
     f.command: f
@@ -49,6 +46,8 @@ FAMILIES: dict[str, Family] = {
             render=image_classification.render_family,
             options=image_classification.RESNET50_OPTIONS,
             templates=image_classification.TEMPLATES,
+            export=image_classification.RESNET50_EXPORT,
+            **_CLASSIFIER,
         ),
         Family(
             command="image-classifier",
@@ -60,6 +59,8 @@ FAMILIES: dict[str, Family] = {
             render=image_classification.render_family,
             options=image_classification.IMAGE_CLASSIFIER_OPTIONS,
             templates=image_classification.TEMPLATES,
+            export=image_classification.IMAGE_CLASSIFIER_EXPORT,
+            **_CLASSIFIER,
         ),
         Family(
             command="text-classifier",
@@ -70,7 +71,33 @@ FAMILIES: dict[str, Family] = {
             render=text_classification.render_family,
             options=text_classification.TEXT_CLASSIFIER_OPTIONS,
             templates=text_classification.TEMPLATES,
+            export=text_classification.EXPORT,
+            **_CLASSIFIER,
         ),
+        Family(
+            command="token-classifier", task="token-classification", default_name="ner",
+            summary="A Hugging Face token classifier (NER): text in, one JSON list of entities per text out, as transformers' "
+            "token-classification pipeline returns it (--aggregation none|simple|first|average|max, --ignore-labels).",
+            prepare=token_classification.prepare_token_classifier, render=token_classification.render_family,
+            options=token_classification.TOKEN_CLASSIFIER_OPTIONS, templates=token_classification.TEMPLATES,
+            export=token_classification.EXPORT, signature_keys=("preprocess", "entities"), reference=token_classification.REFERENCE,
+        ),
+        Family(
+            command="object-detector",
+            task="object-detection",
+            summary="An Ultralytics detector (YOLOv5u/v8/v11/v12 head; --from-onnx or a .pt through Ultralytics' exporter): "
+            "encoded image bytes in, boxes in original pixels, scores, class ids and names out, as its predict computes them.",
+            default_name="object_detector",
+            prepare=object_detection.prepare_object_detector,
+            render=object_detection.render_family,
+            options=object_detection.OPTIONS,
+            templates=object_detection.TEMPLATES,
+            signature_keys=("detection",),
+            shared_options=("labels",),
+            export=object_detection.EXPORT,
+            reference=detection_reference.REFERENCE,
+        ),
+        text_embedding.FAMILY,
     )
 }
 
@@ -104,31 +131,46 @@ def build_family(
         exported.append(job.export(folder))
         return exported[-1]
 
-    def render(env: Any, source: ModelSource, artifact: OnnxArtifact, labels: tuple[str, ...], versions: Mapping[str, int]) -> tuple[RenderedModel, ...]:
+    def render(env: Any, source: ModelSource, artifact: OnnxArtifact, versions: Mapping[str, int]) -> tuple[RenderedModel, ...]:
         with steps.step("rendering configs and model.py files"):
-            return chosen.render(env, source, artifact, labels, options.settings, versions)
+            return chosen.render(RenderInputs(env, source, artifact, options.settings, versions, options.labels, params))
 
-    record = {**dict(job.record), **dict(options.record)}
+    # "family" lets the reference check and bench find the family (and "model" its checkpoint) from the manifest.
+    record = {**dict(job.record), "family": chosen.command, **dict(options.record)}
     kwargs = {"log": log} if log is not None else {}
     result = build_pipeline(replace(options, record=record), export, render, pipeline=chosen.task, **kwargs)
     head = exported[-1].signature.metadata.get("head") if exported else None
     return replace(result, head=str(head) if head is not None else None)
 
 
+def check_shared_options(chosen: Family, options: BuildOptions) -> None:
+    """A shared option the family does not read is refused, not silently ignored (--labels for an embedder)."""
+    if options.labels is not None and "labels" not in chosen.shared_options:
+        raise UserError(f"--labels: build {chosen.command} has no labels; drop --labels")
+
+
 def prepare_family(chosen: Family, options: BuildOptions, params: Mapping[str, Any], steps: Steps) -> FamilyJob:
-    """Check the family's options before anything is staged: --from-export DIR (any family: read, task
-    checked) or the family's own export."""
+    """Check the family's options before anything is staged: --from-export DIR (any family: read, task and
+    metadata checked) or the family's own export."""
+    check_shared_options(chosen, options)
     from_export = params.get("from_export")
     if from_export is None:
         return chosen.prepare(params, options, steps)
-    given = [o.flags[0] for o in chosen.options if o.conflicts_with_export and params.get(o.dest) not in (None, o.default)]
+    given = [o.flags[0] for o in chosen.options if o.conflicts_with_export and params.get(o.dest) not in (None, o.default, False)]
     if given:
         raise UserError(f"--from-export builds from an existing export; drop {', '.join(given)}")
     folder = Path(from_export)
-    read_task_export(folder, chosen.task)  # fail before staging anything
+    read_task_export(folder, chosen.task, chosen.signature_keys)  # fail before staging anything
 
     def export(_: Path) -> OnnxArtifact:
-        return read_task_export(folder, chosen.task)
+        return read_task_export(folder, chosen.task, chosen.signature_keys)
 
-    return FamilyJob(export=export, record={"model": str(folder.resolve()), "from_export": True},
+    # The options that still apply to a build from an export (conflicts_with_export=False) are recorded as used.
+    kept = {o.dest: _plain(params.get(o.dest, o.default)) for o in chosen.options if not o.conflicts_with_export}
+    return FamilyJob(export=export, record={**kept, "model": str(folder.resolve()), "from_export": True},
                      describe=f"reading the export {folder}")
+
+
+def _plain(value: Any) -> Any:
+    """A recorded option value as JSON can hold it (paths as strings)."""
+    return str(value) if isinstance(value, Path) else value

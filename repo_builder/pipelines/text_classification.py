@@ -13,8 +13,12 @@ from typing import TYPE_CHECKING, Any
 from repo_builder.errors import UserError
 from repo_builder.export.hub_model import resolve_model
 from repo_builder.export.text_classifier import export_text_classifier, head_labels
-from repo_builder.pipelines.classification import classifier_logits, render_classification_pipeline
-from repo_builder.pipelines.family import FamilyJob, FamilyOption
+from repo_builder.pipelines.classification import (
+    classifier_logits,
+    family_labels,
+    render_classification_pipeline,
+)
+from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.render import context as ctx
@@ -94,15 +98,19 @@ TEXT_CLASSIFIER_OPTIONS = (
 )
 
 
-def render_family(
-    env: Any, source: ModelSource, artifact: OnnxArtifact, labels: tuple[str, ...], settings: PipelineSettings, versions: Mapping[str, int]
-) -> tuple[RenderedModel, ...]:
-    tokenizer_dir = artifact.tokenizer_dir
-    if tokenizer_dir is None:
-        preprocess = artifact.signature.metadata.get("preprocess")
-        name = preprocess.get("tokenizer_dir", "tokenizer") if isinstance(preprocess, dict) else "tokenizer"
-        tokenizer_dir = artifact.onnx_path.parent / str(name)
-    return render_text_pipeline(env, source, artifact.signature, labels, settings, versions, tokenizer_dir, origin=str(artifact.signature_path))
+def export_tokenizer_dir(artifact: OnnxArtifact) -> Path:
+    """The export's saved tokenizer folder (metadata.preprocess.tokenizer_dir beside model.onnx)."""
+    if artifact.tokenizer_dir is not None:
+        return artifact.tokenizer_dir
+    preprocess = artifact.signature.metadata.get("preprocess")
+    name = preprocess.get("tokenizer_dir", "tokenizer") if isinstance(preprocess, dict) else "tokenizer"
+    return artifact.onnx_path.parent / str(name)
+
+
+def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
+    labels = family_labels(inputs)
+    return render_text_pipeline(inputs.env, inputs.source, inputs.artifact.signature, labels, inputs.settings, inputs.versions,
+                                export_tokenizer_dir(inputs.artifact), origin=inputs.origin)
 
 
 def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
@@ -125,3 +133,26 @@ def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, st
 
     record = {"model": str(model_dir.resolve()), "max_length": max_length, "new_head": new_head is not None}
     return FamilyJob(export=export, record=record, describe=f"exporting {model_dir.name} to ONNX")
+
+
+# --- its ``repo-builder export text-classifier`` -------------------------------------------------------------
+
+EXPORT_OPTIONS = (
+    FamilyOption(("--model",), "model", "Local Hugging Face sequence-classification folder (config, weights, fast tokenizer).",
+                 kind="path", required=True),
+    FamilyOption(("--max-length",), "max_length", "Longest token sequence to serve (default: the model's maximum positions).", kind="int"),
+    FamilyOption(("--new-head",), "new_head", "A checkpoint without a classification head (a bare encoder): add an untrained one "
+                 "with these labels.", kind="path", metavar="LABELS_FILE"),
+    FamilyOption(("--num-labels",), "num_labels", "Like --new-head, with labels LABEL_0 ... LABEL_N-1.", kind="int", metavar="N"),
+)
+
+
+def run_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtifact:
+    """Hugging Face sequence classifier: dynamic batch and sequence axes, tokenizer and labels saved beside it."""
+    return export_text_classifier(
+        Path(params["model"]), settings.out, max_length=params.get("max_length"),
+        new_head=head_labels(params.get("new_head"), params.get("num_labels")), **settings.kwargs(),
+    )
+
+
+EXPORT = FamilyExport(run_export.__doc__ or "", EXPORT_OPTIONS, run_export)

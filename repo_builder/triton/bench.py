@@ -346,12 +346,16 @@ def payloads_for(config: Any, files: Mapping[str, Sequence[bytes]]) -> list[Payl
     return payloads
 
 
-def bench_model(server: Any, name: str, files: Mapping[str, Sequence[bytes]], concurrencies: Sequence[int], seconds: float, warmup: float, log: Callable[[str], None],
-                headers: Mapping[str, str] | None = None) -> ModelBench:
-    """Load ``name`` (an ensemble loads its steps), then measure it at each concurrency."""
+def bench_model(
+    server: Any, name: str, files: Mapping[str, Sequence[bytes]], concurrencies: Sequence[int], seconds: float, warmup: float,
+    log: Callable[[str], None], payloads: Sequence[Payload] | None = None, headers: Mapping[str, str] | None = None,
+) -> ModelBench:
+    """Load ``name`` (an ensemble loads its steps), then measure it at each concurrency; ``payloads``: the
+    requests to send in turn (a family's reference inputs), else ``files`` and synthesized inputs; ``headers``
+    go with every request (NVCF assets)."""
     server.load(name, timeout=300)
     config = server.client.get_model_config(name).config
-    payloads = payloads_for(config, files)
+    payloads = list(payloads) if payloads else payloads_for(config, files)
     steps = ensemble_members(config)
     items = max(1, int(payloads[0][next(iter(payloads[0]))][0].shape[0])) if config.max_batch_size > 0 else 1
     levels = []

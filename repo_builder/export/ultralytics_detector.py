@@ -1,0 +1,190 @@
+"""An Ultralytics detector -> model.onnx + signature.json + labels.txt, for ``build object-detector``.
+
+Two sources: an ONNX that Ultralytics' exporter wrote (read with ``onnx`` only: no Ultralytics needed), or a
+checkpoint (``.pt``) exported through Ultralytics' own exporter, which then must be installed (the
+``detect`` extra; Ultralytics is AGPL-3.0, so it is never a dependency of the core install or of a generated
+repository). The head must be the YOLOv5u/v8/v11/v12 kind: one output ``[batch, 4 + classes, anchors]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repo_builder.errors import UserError, require
+from repo_builder.export.progress import Steps
+from repo_builder.export.signature_build import LABELS_FILE, ONNX_FILE, build_signature, write_labels
+from repo_builder.fsutil import sha256_file
+from repo_builder.spec import OnnxArtifact, write_signature
+
+TASK = "object-detection"
+DEFAULT_IMGSZ = 640  # Ultralytics predict's default
+# The metadata keys Ultralytics' exporter writes that this family reads.
+METADATA_KEYS = ("names", "stride", "imgsz", "task")
+
+
+@dataclass(frozen=True)
+class DetectorOnnx:
+    """What an Ultralytics detection ONNX says about itself."""
+
+    input_name: str
+    output_name: str
+    num_classes: int
+    stride: int
+    dynamic_hw: bool  # height and width are symbolic: predict letterboxes to minimal rectangles
+    imgsz: tuple[int, int] | None  # the exporter's imgsz (metadata), None when absent
+    names: tuple[str, ...]  # class names from the metadata, () when absent
+    hw_axes: tuple[str, str] = ("height", "width")  # the symbolic names of the height and width axes
+
+
+def _literal(text: str, key: str, origin: str) -> Any:
+    """A metadata value the exporter wrote with str(): parsed as a literal, never evaluated."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        raise UserError(f"{origin}: metadata '{key}' is not a Python literal ({text[:60]!r}); pass --labels FILE") from None
+
+
+def _names(value: Any, num_classes: int, origin: str) -> tuple[str, ...]:
+    if not isinstance(value, dict) or sorted(value) != list(range(num_classes)):
+        raise UserError(f"{origin}: metadata 'names' does not name classes 0..{num_classes - 1}; pass --labels FILE")
+    return tuple(str(value[i]) for i in range(num_classes))
+
+
+def read_detector_onnx(path: Path) -> DetectorOnnx:
+    """Check ``path`` is a batch-dynamic Ultralytics detection ONNX and read its classes, stride and imgsz."""
+    import onnx  # light (a core dependency), loaded only when reading a model
+
+    origin = str(path)
+    if not path.is_file():
+        raise UserError(f"--from-onnx {path}: no such file; pass the .onnx Ultralytics' exporter wrote")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # onnx raises DecodeError, ValueError ... for a file that is not ONNX
+        raise UserError(f"--from-onnx {path}: not an ONNX model ({type(exc).__name__}); pass the .onnx Ultralytics' exporter wrote") from None
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    dims = [[d.dim_param or d.dim_value for d in t.type.tensor_type.shape.dim] for t in (*inputs, *model.graph.output)]
+    if len(inputs) != 1 or len(model.graph.output) != 1 or len(dims[0]) != 4 or dims[0][1] != 3 or len(dims[1]) != 3:
+        raise UserError(f"{origin}: expected one input [batch, 3, height, width] and one output [batch, 4 + classes, anchors] "
+                        "(an Ultralytics detection export: YOLOv5u/v8/v11/v12 head)")
+    (_, _, height, width), (_, channels, _) = dims
+    if not isinstance(dims[0][0], str) or not isinstance(dims[1][0], str):
+        raise UserError(f"{origin}: the batch axis is fixed; re-export with dynamic=True (yolo export format=onnx dynamic=True)")
+    if not isinstance(channels, int) or channels < 5:
+        raise UserError(f"{origin}: output has {channels} channels; a detection head has 4 box + at least 1 class channels")
+    meta = {p.key: p.value for p in model.metadata_props}
+    task = meta.get("task")
+    if task is not None and task != "detect":
+        raise UserError(f"{origin}: an Ultralytics '{task}' model; build object-detector takes detection models")
+    num_classes = channels - 4
+    names = _names(_literal(meta["names"], "names", origin), num_classes, origin) if "names" in meta else ()
+    stride = int(meta.get("stride", "32")) if str(meta.get("stride", "32")).isdigit() else 32
+    imgsz = _literal(meta["imgsz"], "imgsz", origin) if "imgsz" in meta else None
+    fixed = tuple(int(v) for v in imgsz) if isinstance(imgsz, list | tuple) and len(imgsz) == 2 else None
+    dynamic_hw = isinstance(height, str) and isinstance(width, str)
+    if not dynamic_hw:
+        fixed = (int(height), int(width))
+    axes = (str(height), str(width))
+    return DetectorOnnx(inputs[0].name, model.graph.output[0].name, num_classes, stride, dynamic_hw, fixed, names, axes)
+
+
+def check_imgsz(imgsz: int | None, info: DetectorOnnx, origin: str) -> tuple[int, int]:
+    """The letterbox size: --imgsz (square, a multiple of the stride) or a fixed-size model's own."""
+    if not info.dynamic_hw:
+        assert info.imgsz is not None
+        if imgsz is not None and (imgsz, imgsz) != info.imgsz:
+            raise UserError(f"--imgsz {imgsz}: {origin} takes {info.imgsz[0]}x{info.imgsz[1]} only; drop --imgsz or re-export with dynamic=True")
+        return info.imgsz
+    size = DEFAULT_IMGSZ if imgsz is None else imgsz
+    if size < info.stride or size % info.stride:
+        raise UserError(f"--imgsz {size}: must be a positive multiple of the model's stride {info.stride}")
+    return size, size
+
+
+def read_labels_file(path: Path, count: int) -> tuple[str, ...]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--labels {path}: cannot read it as UTF-8 text ({exc}); write one class name per line") from None
+    labels = text.split("\n")
+    labels = labels[:-1] if labels and labels[-1] == "" else labels
+    if len(labels) != count:
+        raise UserError(f"--labels {path}: {len(labels)} names for a model with {count} classes; write one class name per line")
+    return tuple(label.rstrip("\r") for label in labels)
+
+
+def write_detector_export(folder: Path, onnx_path: Path, *, imgsz: int | None, labels: Path | None,
+                          source: Mapping[str, Any]) -> OnnxArtifact:
+    """Copy an Ultralytics detection ONNX into ``folder`` as model.onnx with signature.json and labels.txt."""
+    info = read_detector_onnx(onnx_path)
+    size = check_imgsz(imgsz, info, str(onnx_path))
+    if labels is not None:
+        names = read_labels_file(labels, info.num_classes)
+    elif info.names:
+        names = info.names
+    else:
+        raise UserError(f"{onnx_path}: no class names in its metadata; pass --labels FILE with one name per line")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / ONNX_FILE
+    shutil.copyfile(onnx_path, target)
+    written = write_labels(names, folder / LABELS_FILE)
+    axes = {info.input_name: {0: "batch"}, info.output_name: {0: "batch"}}
+    detection = {"imgsz": list(size), "stride": info.stride, "rect": info.dynamic_hw, "num_classes": info.num_classes,
+                 "input": info.input_name, "output": info.output_name}
+    metadata: dict[str, Any] = {"task": TASK, "detection": detection, "source": dict(source), "source_sha256": sha256_file(onnx_path),
+                                "parity_note": "Ultralytics' exporter wrote the ONNX; the reference check compares with its predict"}
+    if info.dynamic_hw:
+        # TensorRT profiles (compile, --defer-compile): minimal rectangles go down to one stride, squares up to imgsz.
+        height_axis, width_axis = info.hw_axes
+        metadata["axis_ranges"] = {height_axis: [info.stride, size[0], size[0]], width_axis: [info.stride, size[1], size[1]]}
+    signature = build_signature(target, intended_axes=axes, metadata=metadata)
+    signature_path = write_signature(signature, folder)
+    return OnnxArtifact(onnx_path=target, signature_path=signature_path, signature=signature, labels=written)
+
+
+def export_ultralytics_checkpoint(folder: Path, checkpoint: Path, *, imgsz: int | None, labels: Path | None,
+                                  steps: Steps | None = None) -> OnnxArtifact:
+    """Export ``checkpoint`` with Ultralytics' own exporter (dynamic batch/height/width), then as --from-onnx.
+
+    The exporter writes its ONNX beside the checkpoint, so it runs on a copy inside ``folder``."""
+    steps = steps or Steps(False)
+    work = folder / "ultralytics"
+    work.mkdir(parents=True, exist_ok=True)
+    # Read when Ultralytics is first imported: its settings file goes inside the stage (unless the user chose a
+    # folder), and it never pip-installs a missing requirement or calls home on its own.
+    os.environ.setdefault("YOLO_CONFIG_DIR", str(work / "config"))
+    os.environ["YOLO_AUTOINSTALL"] = "false"
+    os.environ["YOLO_OFFLINE"] = "1"
+    require("ultralytics", "detect", "exporting an Ultralytics checkpoint (AGPL-3.0; or pass --from-onnx)")
+    from ultralytics import YOLO  # heavy (torch, cv2) and AGPL-3.0: only for this export
+
+    copy = work / "model.pt"
+    shutil.copyfile(checkpoint, copy)
+    size = DEFAULT_IMGSZ if imgsz is None else imgsz
+    with steps.step(f"exporting {checkpoint.name} with Ultralytics' exporter (imgsz {size}, dynamic)"):
+        try:
+            model = YOLO(str(copy), task="detect")
+        except Exception as exc:  # torch.load / Ultralytics raise many kinds for a file that is no checkpoint
+            raise UserError(f"--model {checkpoint}: Ultralytics cannot load it ({type(exc).__name__}: {exc})") from None
+        if model.task != "detect":
+            raise UserError(f"--model {checkpoint}: an Ultralytics '{model.task}' model; build object-detector takes detection models")
+        exported = Path(model.export(format="onnx", dynamic=True, imgsz=size, simplify=True, verbose=False))
+    artifact = write_detector_export(folder, exported, imgsz=size, labels=labels,
+                                     source={"checkpoint": str(checkpoint.resolve()), "exporter": "ultralytics"})
+    shutil.rmtree(work, ignore_errors=True)
+    return artifact
+
+
+def detection_metadata(metadata: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
+    """signature.json's ``detection`` block, checked."""
+    block = metadata.get("detection")
+    keys: Sequence[str] = ("imgsz", "stride", "rect", "num_classes", "input", "output")
+    if not isinstance(block, dict) or any(k not in block for k in keys):
+        raise UserError(f"{origin}: metadata.detection is missing or incomplete; rebuild from the Ultralytics ONNX or checkpoint")
+    return block

@@ -1,0 +1,293 @@
+"""Object detection (Ultralytics YOLOv5u/v8/v11/v12 heads): encoded image bytes -> letterbox (Python) -> model
+-> decode + NMS + rescale (Python) -> per image boxes in original pixels, scores, class ids and names.
+
+The steps reproduce Ultralytics' ``predict`` (templates/model/detection_*.py.j2 say how); the build options
+are predict's own with its defaults, and every one but --imgsz can be overridden per image row through the
+ensemble's optional inputs, so one deployment serves different thresholds. Ultralytics itself (AGPL-3.0) is
+needed only to export a ``.pt`` checkpoint; neither this module nor the generated repository imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from repo_builder.errors import UserError
+from repo_builder.export.staging import staged_output
+from repo_builder.export.ultralytics_detector import (
+    DEFAULT_IMGSZ,
+    TASK,
+    detection_metadata,
+    export_ultralytics_checkpoint,
+    read_detector_onnx,
+    read_labels_file,
+    write_detector_export,
+)
+from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
+from repo_builder.pipelines.model_step import render_model_step
+from repo_builder.pipelines.settings import PipelineSettings, step_names
+from repo_builder.pipelines.steps import python_step_config, render_ensemble
+from repo_builder.render import context as ctx
+from repo_builder.render.render import render_source
+from repo_builder.render.rendered import RenderedModel
+from repo_builder.spec import OnnxArtifact, Signature
+
+if TYPE_CHECKING:
+    from repo_builder.export.progress import Steps
+    from repo_builder.pipelines.assemble import BuildOptions
+
+IMAGE_INPUT = "IMAGE"
+SHAPES = "IMAGE_SHAPES"  # carried from preprocess to postprocess: original h, w and letterboxed h, w per image
+IMGSZ_INPUT = "IMGSZ"  # optional, to the preprocess step: a smaller square letterbox for one request
+OUTPUTS = ("BOXES", "SCORES", "CLASS_IDS", "CLASS_NAMES", "COUNT")
+# option -> (optional ensemble input, dtype, dims): per image row; CLASSES rows pad with negative ids.
+OPTIONAL_INPUTS = {
+    "conf": ("CONF", "float32", [1]),
+    "iou": ("IOU", "float32", [1]),
+    "max_det": ("MAX_DET", "int32", [1]),
+    "classes": ("CLASSES", "int32", [-1]),
+    "agnostic": ("AGNOSTIC_NMS", "bool", [1]),
+}
+TEMPLATES = ("model/detection_preprocess.py.j2", "model/detection_postprocess.py.j2")
+
+
+@dataclass(frozen=True)
+class DetectionChoices:
+    """predict's options, with predict's defaults (ultralytics/cfg/default.yaml)."""
+
+    conf: float = 0.25
+    iou: float = 0.7
+    max_det: int = 300
+    classes: tuple[int, ...] | None = None
+    agnostic: bool = False
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--conf", self.conf), ("--iou", self.iou)):
+            if not 0.0 <= value <= 1.0:
+                raise UserError(f"{flag} must be between 0 and 1, got {value}")
+        if self.max_det < 1:
+            raise UserError(f"--max-det must be >= 1, got {self.max_det}")
+        if self.classes is not None and (not self.classes or min(self.classes) < 0):
+            raise UserError("--classes takes class ids >= 0, comma-separated (e.g. 0,2,5)")
+
+
+def parse_classes(text: str | None) -> tuple[int, ...] | None:
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        return tuple(int(part) for part in str(text).split(","))
+    except ValueError:
+        raise UserError(f"--classes {text!r}: expected class ids, comma-separated (e.g. 0,2,5)") from None
+
+
+def detection_choices(params: Mapping[str, Any]) -> DetectionChoices:
+    defaults = DetectionChoices()
+    return DetectionChoices(
+        conf=float(params.get("conf") if params.get("conf") is not None else defaults.conf),
+        iou=float(params.get("iou") if params.get("iou") is not None else defaults.iou),
+        max_det=int(params.get("max_det") if params.get("max_det") is not None else defaults.max_det),
+        classes=parse_classes(params.get("classes")),
+        agnostic=bool(params.get("agnostic")),
+    )
+
+
+def preprocess_context(signature: Signature, detection: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    model_input = signature.tensor(str(detection["input"]))
+    return {
+        "model_name": names["model"],
+        "input_name": IMAGE_INPUT,
+        "output_name": model_input.name,
+        "shapes_name": SHAPES,
+        "imgsz_name": IMGSZ_INPUT,
+        "output_dtype": model_input.dtype,
+        "imgsz": [int(v) for v in detection["imgsz"]],
+        "stride": int(detection["stride"]),
+        "rect": bool(detection["rect"]),
+    }
+
+
+def postprocess_context(detection: Mapping[str, Any], choices: DetectionChoices, num_classes: int) -> dict[str, Any]:
+    return {
+        "raw_name": str(detection["output"]),
+        "shapes_name": SHAPES,
+        "num_classes": num_classes,
+        "labels_file": "labels.txt",
+        "conf": choices.conf,
+        "iou": choices.iou,
+        "max_det": choices.max_det,
+        "classes": list(choices.classes) if choices.classes is not None else None,
+        "agnostic": choices.agnostic,
+        "optional": {option: name for option, (name, _, _) in OPTIONAL_INPUTS.items()},
+    }
+
+
+def optional_tensors() -> list[dict[str, Any]]:
+    return [{**ctx.tensor_context(name, dtype, dims), "optional": True} for name, dtype, dims in OPTIONAL_INPUTS.values()]
+
+
+def imgsz_tensor() -> dict[str, Any]:
+    return {**ctx.tensor_context(IMGSZ_INPUT, "int32", [1]), "optional": True}
+
+
+def output_tensors() -> list[dict[str, Any]]:
+    return [ctx.tensor_context("BOXES", "float32", [-1, 4]), ctx.tensor_context("SCORES", "float32", [-1]),
+            ctx.tensor_context("CLASS_IDS", "int64", [-1]), ctx.tensor_context("CLASS_NAMES", "object", [-1]),
+            ctx.tensor_context("COUNT", "int32", [1])]
+
+
+def detection_labels(inputs: RenderInputs, num_classes: int) -> tuple[str, ...]:
+    if inputs.labels_file is not None:
+        return read_labels_file(inputs.labels_file, num_classes)
+    labels_path = inputs.artifact.onnx_path.parent / "labels.txt"
+    if not labels_path.is_file():
+        raise UserError(f"{inputs.origin}: no labels.txt beside it; pass --labels FILE with one class name per line")
+    return read_labels_file(labels_path, num_classes)
+
+
+def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[RenderedModel, ...]:
+    """Preprocess, model, postprocess and the ensemble clients call."""
+    settings: PipelineSettings = inputs.settings
+    signature = inputs.artifact.signature
+    origin = inputs.origin
+    detection = detection_metadata(signature.metadata, origin)
+    names = step_names(settings.name)
+    ctx.require_batch_axis(inputs.source.signature, origin)
+    num_classes = int(detection["num_classes"])
+    if choices.classes is not None and max(choices.classes) >= num_classes:
+        raise UserError(f"--classes {','.join(map(str, choices.classes))}: the model has classes 0..{num_classes - 1}")
+    labels = detection_labels(inputs, num_classes)
+    model_input = signature.tensor(str(detection["input"]))
+    raw = signature.tensor(str(detection["output"]))
+    pre_config = python_step_config(
+        inputs.env, names["preprocess"], settings,
+        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor()],
+        outputs=[ctx.signature_tensor(model_input, signature.batch_axis), ctx.tensor_context(SHAPES, "int64", [4])],
+        comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> letterbox as Ultralytics' predict, RGB, /255.",
+        instance_count=settings.decode_instance_count,
+    )
+    pre_source = render_source(inputs.env, "model/detection_preprocess.py.j2", preprocess_context(signature, detection, names))
+    pre = RenderedModel(names["preprocess"], "preprocess", inputs.versions[names["preprocess"]], pre_config,
+                        {"model.py": pre_source.encode()})
+    model = render_model_step(inputs.env, inputs.source, settings, inputs.versions[names["model"]], origin)
+    raw_tensor = ctx.signature_tensor(raw, signature.batch_axis)
+    post_config = python_step_config(
+        inputs.env, names["postprocess"], settings,
+        inputs=[raw_tensor, ctx.tensor_context(SHAPES, "int64", [4]), *optional_tensors()],
+        outputs=output_tensors(),
+        comment="Postprocessing: decode, confidence filter, class-aware NMS and boxes back in original pixels, as predict.",
+    )
+    post_source = render_source(inputs.env, "model/detection_postprocess.py.j2", postprocess_context(detection, choices, num_classes))
+    post = RenderedModel(names["postprocess"], "postprocess", inputs.versions[names["postprocess"]], post_config,
+                         {"model.py": post_source.encode(), "labels.txt": ("\n".join(labels) + "\n").encode("utf-8")})
+    optional = [name for name, _, _ in OPTIONAL_INPUTS.values()]
+    steps = [
+        {"model_name": names["preprocess"], "input_map": {IMAGE_INPUT: IMAGE_INPUT, IMGSZ_INPUT: IMGSZ_INPUT},
+         "output_map": {model_input.name: model_input.name, SHAPES: SHAPES}},
+        {"model_name": names["model"], "input_map": {model_input.name: model_input.name}, "output_map": {raw.name: raw.name}},
+        {"model_name": names["postprocess"], "input_map": {raw.name: raw.name, SHAPES: SHAPES, **{n: n for n in optional}},
+         "output_map": {n: n for n in OUTPUTS}},
+    ]
+    ensemble = render_ensemble(
+        inputs.env, settings=settings, version=inputs.versions[names["ensemble"]],
+        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor(), *optional_tensors()],
+        outputs=output_tensors(), members=(pre, model, post), steps=steps,
+        comment="Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) and optional IMGSZ, CONF, IOU, MAX_DET, CLASSES, "
+                "AGNOSTIC_NMS per row -> BOXES (xyxy, original pixels), SCORES, CLASS_IDS, CLASS_NAMES, padded to the "
+                "request's largest COUNT.",
+    )
+    return pre, model, post, ensemble
+
+
+def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
+    return render_detection(inputs, detection_choices(inputs.params))
+
+
+# --- the family record's parts (pipelines/registry.py) ---------------------------------------------------
+
+OPTIONS = (
+    FamilyOption(("--model",), "model", "An Ultralytics detection checkpoint (PATH.pt), exported with Ultralytics' own exporter "
+                 "(needs the 'detect' extra: Ultralytics is AGPL-3.0). Loading a checkpoint runs it: only files you trust.",
+                 kind="path", metavar="PATH.pt"),
+    FamilyOption(("--from-onnx",), "from_onnx", "An ONNX that Ultralytics' exporter wrote (dynamic=True for batching); "
+                 "class names from its metadata or --labels.", kind="path", metavar="PATH.onnx"),
+    FamilyOption(("--imgsz",), "imgsz", "Letterbox size, as predict's imgsz (default 640; a multiple of the stride); per request: "
+                 "input IMGSZ, at most this.", kind="int"),
+    FamilyOption(("--conf",), "conf", "Confidence threshold (predict's default 0.25); per request: input CONF.", kind="float",
+                 conflicts_with_export=False),
+    FamilyOption(("--iou",), "iou", "NMS IoU threshold (predict's default 0.7); per request: input IOU.", kind="float",
+                 conflicts_with_export=False),
+    FamilyOption(("--max-det",), "max_det", "At most this many detections per image (default 300); per request: MAX_DET.",
+                 kind="int", conflicts_with_export=False),
+    FamilyOption(("--classes",), "classes", "Only these class ids, comma-separated (default: all); per request: CLASSES.",
+                 metavar="IDS", conflicts_with_export=False),
+    FamilyOption(("--agnostic-nms",), "agnostic", "Class-agnostic NMS; per request: AGNOSTIC_NMS.", kind="flag", default=False,
+                 conflicts_with_export=False),
+)
+
+
+def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+    """--model PATH.pt or --from-onnx PATH.onnx (one of them), checked before anything is staged."""
+    choices = detection_choices(params)  # bad thresholds fail now, not after the export
+    model, onnx_file = params.get("model"), params.get("from_onnx")
+    if (model is None) == (onnx_file is None):
+        raise UserError("build object-detector needs exactly one of --model PATH.pt, --from-onnx PATH.onnx or --from-export DIR")
+    imgsz = params.get("imgsz")
+    labels = options.labels
+    # The manifest keeps predict's options as built: the reference check passes the same ones to predict.
+    record: dict[str, Any] = {"task": TASK, "imgsz": imgsz if imgsz is not None else DEFAULT_IMGSZ, **asdict(choices)}
+    if choices.classes is not None:
+        record["classes"] = list(choices.classes)
+    if onnx_file is not None:
+        onnx_path = Path(onnx_file)
+        read_detector_onnx(onnx_path)  # its one-line errors before staging
+
+        def export(folder: Path) -> OnnxArtifact:
+            return write_detector_export(folder, onnx_path, imgsz=imgsz, labels=labels, source={"onnx": str(onnx_path.resolve())})
+
+        return FamilyJob(export=export, record={**record, "model": str(onnx_path.resolve())}, describe=f"reading {onnx_path.name}")
+    checkpoint = Path(model)
+    if not checkpoint.is_file():
+        raise UserError(f"--model {checkpoint}: no such file; pass an Ultralytics detection checkpoint (.pt)")
+
+    def export_checkpoint(folder: Path) -> OnnxArtifact:
+        return export_ultralytics_checkpoint(folder, checkpoint, imgsz=imgsz, labels=labels, steps=steps)
+
+    return FamilyJob(export=export_checkpoint, record={**record, "model": str(checkpoint.resolve())},
+                     describe=f"exporting {checkpoint.name} with Ultralytics' exporter")
+
+
+# --- its ``repo-builder export object-detector`` --------------------------------------------------------------
+
+EXPORT_OPTIONS = (
+    OPTIONS[0],
+    OPTIONS[1],
+    OPTIONS[2],
+    FamilyOption(("--labels",), "labels", "Class names, one per line (default: the names Ultralytics' exporter wrote).", kind="path"),
+)
+
+
+def run_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtifact:
+    """An Ultralytics detector (--from-onnx, or a .pt through Ultralytics' exporter): model.onnx, signature.json, labels.txt."""
+    model, onnx_file = params.get("model"), params.get("from_onnx")
+    if (model is None) == (onnx_file is None):
+        raise UserError("export object-detector needs exactly one of --model PATH.pt or --from-onnx PATH.onnx")
+    labels = Path(params["labels"]) if params.get("labels") else None
+    imgsz = params.get("imgsz")
+    if onnx_file is not None:
+        read_detector_onnx(Path(onnx_file))  # its one-line errors before anything is written
+    elif not Path(model).is_file():
+        raise UserError(f"--model {model}: no such file; pass an Ultralytics detection checkpoint (.pt)")
+    with staged_output(settings.out) as folder:
+        if onnx_file is not None:
+            artifact = write_detector_export(folder, Path(onnx_file), imgsz=imgsz, labels=labels,
+                                             source={"onnx": str(Path(onnx_file).resolve())})
+        else:
+            artifact = export_ultralytics_checkpoint(folder, Path(model), imgsz=imgsz, labels=labels)
+    final = settings.out / artifact.onnx_path.name
+    return OnnxArtifact(onnx_path=final, signature_path=settings.out / artifact.signature_path.name,
+                        signature=artifact.signature, labels=artifact.labels)
+
+
+EXPORT = FamilyExport(run_export.__doc__ or "", EXPORT_OPTIONS, run_export)
