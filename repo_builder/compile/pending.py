@@ -190,7 +190,8 @@ def _edit_text(text: str, max_batch_size: int | None, cc_model_filenames: dict[s
     if max_batch_size is not None:
         new = re.sub(r"(?m)^(\s*max_batch_size\s*:\s*)\d+", lambda m: f"{m.group(1)}{max_batch_size}", new, count=1)
     for key, value in sorted(cc_model_filenames.items()):
-        new = _CC_BLOCK.sub(lambda m, key=key: "" if re.search(rf'key\s*:\s*"{re.escape(key)}"', m.group("body")) else m.group(0), new)
+        # mypy cannot infer a lambda whose default binds the loop variable (the default keeps ruff's B023 quiet)
+        new = _CC_BLOCK.sub(lambda m, key=key: "" if re.search(rf'key\s*:\s*"{re.escape(key)}"', m.group("body")) else m.group(0), new)  # type: ignore[misc]
         new = new.rstrip("\n") + f'\ncc_model_filenames {{ key: "{key}" value: "{value}" }}\n'
     return new
 
@@ -215,7 +216,7 @@ def update_config_text(text: str, *, max_batch_size: int | None = None, cc_model
     try:
         text_format.Parse(new, check)
     except text_format.ParseError:
-        check = None
+        return text_format.MessageToString(wanted)  # as below: the edited text does not parse
     if check == wanted:
         return new
     # Unusual layouts (list syntax, one-line configs): fall back to the proto's own text.

@@ -11,6 +11,7 @@ from repo_builder.validate.records import ModelEntry
 
 def infer_once(server: TritonServer, model: ModelEntry) -> tuple[bool, str | None]:
     """Send one synthesized request; (answered, the server's message when it did not)."""
+    assert model.config is not None  # an ensemble that loaded: its platform comes from its config
     inputs = synthesize_inputs(model.config)
     try:
         server.infer(

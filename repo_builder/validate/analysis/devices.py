@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup
+
 KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL = 0, 1, 2, 3  # ModelInstanceGroup.Kind values
 
 
-def resolved_kind(group: object, gpu_present: bool) -> int:
+def resolved_kind(group: ModelInstanceGroup, gpu_present: bool) -> int:
     """KIND_AUTO becomes KIND_GPU when GPUs are present (and every listed GPU exists), else KIND_CPU."""
     if group.kind != KIND_AUTO:
         return group.kind

@@ -9,12 +9,22 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from repo_builder.validate.analysis.autocomplete import backend_fills_io, io_autocompleted
 from repo_builder.validate.analysis.ensemble_graph import lookup, member_names, members_ok, memo, steps
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import TYPE_INVALID, WILDCARD
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext, Severity
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import (
+        DataType,
+        ModelConfig,
+        ModelEnsembling,
+        ModelInput,
+        ModelOutput,
+    )
 
 
 @dataclass(eq=False)
@@ -51,8 +61,10 @@ def _consistency(existing: _TensorNode, new: _TensorNode, prefix: str) -> str | 
 
     if existing.dtype != new.dtype:
         return (
-            f"{prefix}inconsistent data type: {pb.DataType.Name(existing.dtype)} is inferred from model "
-            f"{existing.model} while {pb.DataType.Name(new.dtype)} is inferred from model {new.model}"
+            # the nodes' dtypes are data_type values read from configs (or TYPE_INVALID)
+            f"{prefix}inconsistent data type: {pb.DataType.Name(cast('DataType.ValueType', existing.dtype))} is "
+            f"inferred from model {existing.model} while {pb.DataType.Name(cast('DataType.ValueType', new.dtype))} "
+            f"is inferred from model {new.model}"
         )
     if not _dims_match(existing.dims, new.dims) and not _dims_match(existing.full_dims, new.full_dims):
         return (
@@ -76,7 +88,7 @@ def member_io_final(member: ModelEntry, ctx: RuleContext) -> bool:
         return not backend_fills_io(member)
     if not io_autocompleted(member, ctx):
         return True
-    tensors = [*cfg.input, *cfg.output]
+    tensors: list[ModelInput | ModelOutput] = [*cfg.input, *cfg.output]
     return (
         bool(cfg.input) and bool(cfg.output) and all(t.data_type != TYPE_INVALID and t.dims for t in tensors)
     )
@@ -97,10 +109,12 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
     if not members_ok(model, ctx):
         return []
     cfg = model.config
+    assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
     batching = cfg.max_batch_size > 0
     out: list[GraphFinding] = []
-    unknown = [n for n in member_names(model) if not member_io_final(lookup(ctx, n), ctx)]
+    # members_ok above: every member exists
+    unknown = [n for n in member_names(model) if not member_io_final(cast(ModelEntry, lookup(ctx, n)), ctx)]
     if unknown:
         out.append(
             GraphFinding(
@@ -114,6 +128,7 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
             )
         )
     tensors: dict[str, _TensorNode] = {}
+    io: ModelInput | ModelOutput  # the two loops below
     for io in cfg.input:
         dims = io.reshape.shape if io.HasField("reshape") else io.dims
         tensors[io.name] = _node(name, batching, io.data_type, dims)
@@ -126,6 +141,7 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
 
     for step in steps(model):
         member = lookup(ctx, step.model_name)
+        assert member is not None  # members_ok: every member exists
         mcfg = member.config
         mname = step.model_name
         if mcfg is None:
@@ -174,7 +190,7 @@ def _merge(tensors: dict[str, _TensorNode], tensor: str, new: _TensorNode, ensem
     return _consistency(tensors[tensor], new, f"in ensemble {ensemble}, ensemble tensor {tensor}: ")
 
 
-def _map_inputs(ensemble: str, mname: str, input_map: dict, member_inputs: list, batching: bool,
+def _map_inputs(ensemble: str, mname: str, input_map: dict[str, str], member_inputs: list[ModelInput], batching: bool,
                 tensors: dict[str, _TensorNode]) -> Problems:
     inputs = {io.name for io in member_inputs}
     problems: Problems = [
@@ -198,7 +214,7 @@ def _map_inputs(ensemble: str, mname: str, input_map: dict, member_inputs: list,
     return problems
 
 
-def _map_outputs(ensemble: str, mname: str, output_map: dict, member_outputs: list, batching: bool,
+def _map_outputs(ensemble: str, mname: str, output_map: dict[str, str], member_outputs: list[ModelOutput], batching: bool,
                  tensors: dict[str, _TensorNode]) -> Problems:
     outputs = {io.name for io in member_outputs}
     problems: Problems = [
@@ -223,7 +239,7 @@ def _map_outputs(ensemble: str, mname: str, output_map: dict, member_outputs: li
     return problems
 
 
-def _map_step(ensemble: str, step: object, mcfg: object, tensors: dict[str, _TensorNode]) -> Problems:
+def _map_step(ensemble: str, step: ModelEnsembling.Step, mcfg: ModelConfig, tensors: dict[str, _TensorNode]) -> Problems:
     """Core's ValidateTensorMapping for one step; links the step's tensors into the graph."""
     mname = step.model_name
     batching = mcfg.max_batch_size > 0
@@ -246,7 +262,7 @@ def _map_step(ensemble: str, step: object, mcfg: object, tensors: dict[str, _Ten
     return []
 
 
-def _decoupled_problem(ensemble: str, cfg: object, tensors: dict[str, _TensorNode]) -> str | None:
+def _decoupled_problem(ensemble: str, cfg: ModelConfig, tensors: dict[str, _TensorNode]) -> str | None:
     """Core's walk labelling tensors by the decoupled step they descend from; a step may not mix labels."""
     label = 0
     queue: deque[_TensorNode] = deque()

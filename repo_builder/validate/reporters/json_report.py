@@ -32,7 +32,7 @@ def report_schema() -> dict[str, Any]:
 
 
 def _diagnostic_json(d: Diagnostic) -> dict[str, Any]:
-    out = {
+    out: dict[str, Any] = {
         "code": d.code,
         "rule": d.rule,
         "severity": d.severity.value,

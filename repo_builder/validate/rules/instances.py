@@ -7,11 +7,15 @@ for a CPU fleet), never the machine validate happens to run on.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from repo_builder.validate.analysis.backends import Device, backend_info
 from repo_builder.validate.analysis.devices import KIND_AUTO, KIND_CPU, KIND_GPU, KIND_MODEL, resolved_kind
 from repo_builder.validate.analysis.resolve import config_name, judged, model_backend, resolve_backend
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInstanceGroup
 
 # Triton's default TRITON_MIN_COMPUTE_CAPABILITY, printed with std::to_string in its GPU message.
 MIN_COMPUTE_CAPABILITY = "6.000000"
@@ -23,7 +27,7 @@ _KIND_LABEL = {KIND_CPU: "KIND_CPU", KIND_GPU: "KIND_GPU", KIND_MODEL: "KIND_MOD
 _DEVICE_LABEL = {Device.CPU: "CPU", Device.GPU: "GPU", Device.MODEL: "MODEL"}
 
 
-def _group_name(cfg: object, index: int, name: str) -> str:
+def _group_name(cfg: ModelConfig, index: int, name: str) -> str:
     group = cfg.instance_group[index]
     return group.name or f"{name}_{index}"
 
@@ -89,7 +93,7 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool) -> Iterator[F
     """
     resolved = resolve_backend(model)
     info = backend_info(resolved.backend, resolved.platform)
-    if info is None:
+    if info is None or model.config is None:
         return
     name = config_name(model)
     for index, group in enumerate(model.config.instance_group):
@@ -109,7 +113,7 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool) -> Iterator[F
         )
 
 
-def _group_problems(prefix: str, group: object, kind: int, gpu_present: bool, model: ModelEntry) -> Iterator[Finding]:
+def _group_problems(prefix: str, group: ModelInstanceGroup, kind: int, gpu_present: bool, model: ModelEntry) -> Iterator[Finding]:
     if kind in (KIND_CPU, KIND_MODEL) and group.gpus:
         label = "KIND_CPU" if kind == KIND_CPU else "KIND_MODEL"
         hint = "KIND_AUTO falls back to KIND_CPU when no GPU is present" if group.kind == KIND_AUTO else None

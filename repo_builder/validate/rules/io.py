@@ -9,6 +9,7 @@ missing ``data_type`` or ``dims`` is an error under ``--strict`` or for a backen
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, cast
 
 from repo_builder.validate.analysis.autocomplete import declared_io_filled
 from repo_builder.validate.analysis.files import regular_file_size, relative_inside
@@ -22,6 +23,9 @@ from repo_builder.validate.analysis.shapes import (
     io_shape_problems,
 )
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import BatchOutput, ModelInput, ModelOutput
 
 
 @rule("RB202", "io-data-type-and-dims", field="input")
@@ -52,7 +56,7 @@ def check_io_required_fields(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
             yield _missing_field_finding(model, kind, io.name, field, filled)
 
 
-def _missing_fields(io: object) -> list[str]:
+def _missing_fields(io: ModelInput | ModelOutput) -> list[str]:
     missing = []
     if io.data_type == TYPE_INVALID:
         missing.append("data_type")
@@ -120,7 +124,7 @@ def check_io_features(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     name = config_name(model)
     tensorrt = model_backend(model) == "tensorrt"
     for kind, io in config_ios(model):
-        if kind == "model input" and io.format in (FORMAT_NHWC, FORMAT_NCHW) and len(io.dims) != 3:
+        if kind == "model input" and cast("ModelInput", io).format in (FORMAT_NHWC, FORMAT_NCHW) and len(io.dims) != 3:
             yield Finding(
                 f"model input NHWC/NCHW require 3 dims for {name}",
                 hint=f"input '{io.name}' has {len(io.dims)}",
@@ -197,11 +201,11 @@ def check_batch_io(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
         for source in b.source_input:
             if source not in inputs:
                 yield Finding(f"unknown source input name '{source}' for {name}")
-    for b in cfg.batch_output:
-        yield from _batch_output_problems(b, pb.BatchOutput.Kind.Name(b.kind), inputs, outputs, name)
+    for bo in cfg.batch_output:
+        yield from _batch_output_problems(bo, pb.BatchOutput.Kind.Name(bo.kind), inputs, outputs, name)
 
 
-def _batch_output_problems(b: object, kind: str, inputs: set[str], outputs: set[str], name: str) -> Iterator[Finding]:
+def _batch_output_problems(b: BatchOutput, kind: str, inputs: set[str], outputs: set[str], name: str) -> Iterator[Finding]:
     if len(b.source_input) != 1:
         yield Finding(f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)} for {name}")
     for source in b.source_input:

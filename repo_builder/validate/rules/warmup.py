@@ -17,10 +17,10 @@ from repo_builder.validate.analysis.warmup import (
     warmup_input_count_problem,
     warmup_request_problem,
 )
-from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, VersionDir, rule
 
 
-def _warmup_file_size(model: ModelEntry, warmup_dir: object, filename: str) -> int | None:
+def _warmup_file_size(model: ModelEntry, warmup_dir: VersionDir | None, filename: str) -> int | None:
     """Size of a file in the model's warmup/ folder from the scan (a nested path is looked up directly)."""
     if warmup_dir is None or not filename:
         return None
