@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name
@@ -29,7 +29,7 @@ def memo(what: str, model: ModelEntry, ctx: RuleContext, compute: Callable[[], T
     key = (what, id(model))
     hit = ctx.facts.get(key)
     if hit is not None and hit[0] is model:  # the entry itself is kept, so its id cannot be reused
-        return hit[1]
+        return cast(T, hit[1])  # stored under this key by this function
     value = compute()
     ctx.facts[key] = (model, value)
     return value

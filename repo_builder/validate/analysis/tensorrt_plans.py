@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from repo_builder.errors import UserError
 from repo_builder.gpu import detect_gpus
@@ -151,5 +151,5 @@ def plan_facts(model: ModelEntry) -> tuple[PlanFacts, ...]:
     facts = model.facts
     if key not in facts:
         facts[key] = _plan_facts(model, capabilities)
-    return facts[key]
+    return cast("tuple[PlanFacts, ...]", facts[key])  # put there by the line above
 
