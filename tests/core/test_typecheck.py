@@ -1,5 +1,5 @@
 """mypy over the package stays at zero errors (issue 22): base level everywhere, mypy's strict flags on
-``repo_builder.validate.*``. Runs ``scripts/typecheck`` (the ModelConfig stubs, then mypy) with the
+``repo_builder.validate.*``, ``repo_builder.tune.*`` and ``repo_builder.pipelines.*``. Runs ``scripts/typecheck`` (the ModelConfig stubs, then mypy) with the
 interpreter running the tests, so the venv's mypy and mypy-protobuf are the ones used."""
 
 from __future__ import annotations
@@ -57,10 +57,11 @@ def test_typecheck_fails_when_a_file_has_a_type_error(tmp_path: Path) -> None:
     assert f"{bad}:1: error: Incompatible types in assignment" in done.stdout
 
 
-def test_mypy_config_is_strict_when_module_is_validate() -> None:
+@pytest.mark.parametrize("module", ["repo_builder.validate.*", "repo_builder.tune.*", "repo_builder.pipelines.*"])
+def test_mypy_config_is_strict_when_module_is_validate_tune_or_pipelines(module: str) -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
-    overrides = [o for o in config.get("overrides", []) if "repo_builder.validate.*" in o.get("module", [])]
-    assert overrides, "no [[tool.mypy.overrides]] for repo_builder.validate.*"
+    overrides = [o for o in config.get("overrides", []) if module in o.get("module", [])]
+    assert overrides, f"no [[tool.mypy.overrides]] for {module}"
     missing = [flag for flag in STRICT_FLAGS if not any(o.get(flag) is True for o in overrides)]
-    assert not missing, f"validate is not strict: {missing} not set"
+    assert not missing, f"{module} is not strict: {missing} not set"
     assert config.get("check_untyped_defs") is True and config.get("warn_unused_ignores") is True
