@@ -18,7 +18,6 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
@@ -223,7 +222,7 @@ def update_config_text(text: str, *, max_batch_size: int | None = None, cc_model
     return text_format.MessageToString(wanted)
 
 
-def _profile_indices(config: Any) -> tuple[int, ...]:
+def _profile_indices(config: model_config_pb2.ModelConfig) -> tuple[int, ...]:
     used = {int(p) for group in config.instance_group for p in group.profile if p.strip().isdigit()}
     return tuple(sorted(used)) or (0,)
 
@@ -235,7 +234,7 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _read_config(config_path: Path) -> tuple[str, Any]:
+def _read_config(config_path: Path) -> tuple[str, model_config_pb2.ModelConfig]:
     try:
         text = config_path.read_text(encoding="utf-8")
         config = model_config_pb2.ModelConfig()
