@@ -89,4 +89,5 @@ def output_options(func: F) -> F:
         check_quiet_verbose(quiet, verbose)
         return func(*args, output=Output(output_format, quiet, verbose), **kwargs)
 
+    # The command click sees takes the three options instead of ``output``: not an F, by design.
     return option_group(format_option, quiet_option, verbose_option)(wrapper)  # type: ignore[return-value]
