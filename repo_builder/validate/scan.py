@@ -93,7 +93,7 @@ class _DeferredPackage(types.ModuleType):
     """A package whose ``__init__`` has not run yet; the first missing attribute runs it in place."""
 
     def __getattr__(self, name: str) -> Any:
-        self.__class__ = types.ModuleType  # type: ignore[assignment]  # from here on an ordinary module
+        self.__class__ = types.ModuleType  # type: ignore[assignment]  # demoted on purpose: an ordinary module from here on
         try:
             # installed by _deferred_package from a spec it checked has a loader
             assert self.__spec__ is not None and self.__spec__.loader is not None

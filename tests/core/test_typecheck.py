@@ -52,7 +52,8 @@ def test_typecheck_fails_when_a_file_has_a_type_error(tmp_path: Path) -> None:
     # The harness itself: an error must come out as a failure, not be lost on the way.
     bad = tmp_path / "bad.py"
     bad.write_text('count: int = "three"\n', encoding="utf-8")
-    done = _typecheck(str(bad))
+    # Its own cache: mypy's shared one would replay a same-named module's errors with an older path.
+    done = _typecheck("--cache-dir", str(tmp_path / "cache"), str(bad))
     assert done.returncode == 1
     assert f"{bad}:1: error: Incompatible types in assignment" in done.stdout
 
