@@ -135,6 +135,7 @@ def output_options(func: F) -> F:
         check_output_file(output_path)
         return func(*args, output=Output(output_format, quiet, verbose, output_path), **kwargs)
 
+    # The command click sees takes the options instead of ``output``: not an F, by design.
     return option_group(format_option, output_file_option, quiet_option, verbose_option)(wrapper)  # type: ignore[return-value]
 
 

@@ -18,7 +18,6 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
@@ -191,7 +190,8 @@ def _edit_text(text: str, max_batch_size: int | None, cc_model_filenames: dict[s
     if max_batch_size is not None:
         new = re.sub(r"(?m)^(\s*max_batch_size\s*:\s*)\d+", lambda m: f"{m.group(1)}{max_batch_size}", new, count=1)
     for key, value in sorted(cc_model_filenames.items()):
-        new = _CC_BLOCK.sub(lambda m, key=key: "" if re.search(rf'key\s*:\s*"{re.escape(key)}"', m.group("body")) else m.group(0), new)
+        # mypy cannot infer a lambda whose default binds the loop variable (the default keeps ruff's B023 quiet)
+        new = _CC_BLOCK.sub(lambda m, key=key: "" if re.search(rf'key\s*:\s*"{re.escape(key)}"', m.group("body")) else m.group(0), new)  # type: ignore[misc]
         new = new.rstrip("\n") + f'\ncc_model_filenames {{ key: "{key}" value: "{value}" }}\n'
     return new
 
@@ -216,14 +216,14 @@ def update_config_text(text: str, *, max_batch_size: int | None = None, cc_model
     try:
         text_format.Parse(new, check)
     except text_format.ParseError:
-        check = None
+        return text_format.MessageToString(wanted)  # as below: the edited text does not parse
     if check == wanted:
         return new
     # Unusual layouts (list syntax, one-line configs): fall back to the proto's own text.
     return text_format.MessageToString(wanted)
 
 
-def _profile_indices(config: Any) -> tuple[int, ...]:
+def _profile_indices(config: model_config_pb2.ModelConfig) -> tuple[int, ...]:
     used = {int(p) for group in config.instance_group for p in group.profile if p.strip().isdigit()}
     return tuple(sorted(used)) or (0,)
 
@@ -235,7 +235,7 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _read_config(config_path: Path) -> tuple[str, Any]:
+def _read_config(config_path: Path) -> tuple[str, model_config_pb2.ModelConfig]:
     try:
         text = read_repository_file(config_path, config_path.parent, CONFIG).decode("utf-8")
         config = model_config_pb2.ModelConfig()

@@ -44,7 +44,7 @@ def compare_outputs(
         if want64.size == 0:
             continue
         abs_err = float(np.max(np.abs(want64 - got64)))
-        rel_err = abs_err / max(float(np.max(np.abs(want64))), np.finfo(np.float32).tiny)
+        rel_err = abs_err / max(float(np.max(np.abs(want64))), float(np.finfo(np.float32).tiny))
         if np.isnan(abs_err):
             abs_err = rel_err = float("nan")
         max_abs, max_rel = _nanmax(max_abs, abs_err), _nanmax(max_rel, rel_err)

@@ -34,7 +34,7 @@ from repo_builder.export.signature_build import (
 )
 from repo_builder.export.staging import staged_output
 from repo_builder.fsutil import sha256_file
-from repo_builder.spec import OnnxArtifact
+from repo_builder.spec import OnnxArtifact, ParityResult
 
 TOKENIZER_DIR = "tokenizer"
 OUTPUT_NAME = "logits"
@@ -109,7 +109,7 @@ def export_text_classifier(
             dynamic_axes=dynamic_axes,
             opset=opset,
         )
-        parity = ()
+        parity: tuple[ParityResult, ...] = ()
         if check_parity:
             cases = text_cases(
                 input_names,

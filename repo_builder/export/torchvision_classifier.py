@@ -26,7 +26,7 @@ from repo_builder.export.progress import Steps
 from repo_builder.export.signature_build import LABELS_FILE, ONNX_FILE, package_versions, write_labels
 from repo_builder.export.staging import staged_output
 from repo_builder.fsutil import sha256_file
-from repo_builder.spec import OnnxArtifact
+from repo_builder.spec import OnnxArtifact, ParityResult
 
 INPUT_NAME = "pixel_values"
 OUTPUT_NAME = "logits"
@@ -118,7 +118,7 @@ def export_torchvision_classifier(
         onnx_path = staging / ONNX_FILE
         export_checked(steps, model, (example,), onnx_path, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
                        dynamic_axes=dynamic_axes, opset=opset)
-        parity = ()
+        parity: tuple[ParityResult, ...] = ()
         if check_parity:
             cases = image_cases(INPUT_NAME, PARITY_BATCH_SIZES, [(crop, crop)])
             if dynamic_hw:
@@ -253,7 +253,7 @@ def _state_classes(arch: str, state: dict[str, Any]) -> int | None:
     model = _random_model(arch)
     last = [name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)]
     weight = state.get(f"{last[-1]}.weight") if last else None
-    return int(weight.shape[0]) if getattr(weight, "ndim", 0) == 2 else None
+    return int(weight.shape[0]) if weight is not None and getattr(weight, "ndim", 0) == 2 else None
 
 
 def _load_user_model(choice: ModelChoice) -> tuple[Any, dict[str, Any]]:

@@ -22,7 +22,7 @@ def render_model_step(
     name = step_names(settings.name)["model"]
     sig = source.signature
     ctx.require_batch_axis(sig, origin)
-    common = {
+    common: dict[str, Any] = {  # config_context keywords of several types
         "inputs": [ctx.signature_tensor(t, sig.batch_axis) for t in sig.inputs],
         "outputs": [ctx.signature_tensor(t, sig.batch_axis) for t in sig.outputs],
         "max_batch_size": settings.max_batch_size,

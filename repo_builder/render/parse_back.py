@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
 
 
-def parse_config(text: str, origin: str):
+def parse_config(text: str, origin: str) -> model_config_pb2.ModelConfig:
     """Parse a rendered config.pbtxt with Triton's own proto; a failure names the template."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2

@@ -15,9 +15,12 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import require
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 # Okabe & Ito's palette: told apart with every common colour-vision deficiency (the page says so too).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442")
@@ -61,14 +64,15 @@ def _drawing(chart_id: str) -> Iterator[Any]:
     """Axes on a fresh Figure (no pyplot state), under the settings every chart is drawn with."""
     require("matplotlib", "report", "drawing report charts")
     import matplotlib  # heavy: imported only when a chart is drawn
+    from cycler import cycler  # matplotlib's own dependency (its re-export is not in matplotlib's stubs)
     from matplotlib.figure import Figure
 
-    settings = {
+    settings: dict[RcKeyType, Any] = {
         "svg.fonttype": "none",
         "svg.hashsalt": chart_id,  # clip-path and marker ids differ between charts
         "text.parse_math": False,
         "font.size": 10,
-        "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
+        "axes.prop_cycle": cycler(color=PALETTE),
         "axes.grid": True,
         "grid.alpha": 0.3,
     }

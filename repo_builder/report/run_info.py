@@ -27,7 +27,7 @@ def repository_digest(repository: Path) -> str:
 
 
 def _files(root: Path) -> list[Path]:
-    found = []
+    found: list[Path] = []
     for folder, dirs, names in os.walk(root):  # os.walk does not follow links to folders
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         found.extend(p for p in (Path(folder) / n for n in names) if p.is_file() and not p.is_symlink())

@@ -99,7 +99,9 @@ def _curve_name(record: BenchRecord, model: ModelRun, overlaid: bool) -> str:
 def throughput_chart(chart_id: str, records: Sequence[BenchRecord], budget_ms: float | None) -> Chart:
     """Items/s against p99, one curve per (run, model), points labelled by concurrency."""
     overlaid = len(records) > 1
-    curves, rows, notices = [], [], []
+    curves: list[Curve] = []
+    rows: list[tuple[str, ...]] = []
+    notices: list[str] = []
     for record in records:
         for model in record.models:
             answered = [lv for lv in model.levels if lv.answered]
@@ -197,6 +199,7 @@ def build_page(records: Sequence[Record], budget_ms: float | None = None) -> Pag
     """Every chart the records call for, in order: throughput, step breakdowns, tune searches."""
     benches = [r for r in records if isinstance(r, BenchRecord)]
     charts: list[Chart] = []
+    record: Record  # the loops below: benches, then every record
 
     def next_id() -> str:
         return f"chart-{len(charts) + 1}"

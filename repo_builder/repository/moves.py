@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from repo_builder.compat import StrEnum
 from repo_builder.errors import UserError
@@ -35,6 +35,9 @@ from repo_builder.repository.versions import (
     served_versions,
 )
 from repo_builder.triton_layout import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 
 class Kind(StrEnum):
@@ -138,7 +141,7 @@ def _exchange_version(source: Path, target: Path, stage: Stage, rehearse: bool) 
         os.rename(source, target)
 
 
-def _pin_move(name: str, text: str | None, config: Any, served: tuple[int, ...], adding: Sequence[int]) -> list[Move]:
+def _pin_move(name: str, text: str | None, config: ModelConfig | None, served: tuple[int, ...], adding: Sequence[int]) -> list[Move]:
     """Pin the current config to what it serves, when adding ``adding`` would otherwise change that."""
     if text is None or config is None or not served:
         return []  # nothing loadable is served now: there is nothing a new folder could disturb
@@ -147,7 +150,7 @@ def _pin_move(name: str, text: str | None, config: Any, served: tuple[int, ...],
     return [Move(Kind.WRITE_CONFIG, name, config=pin_config(text, config, served), switch=True)]
 
 
-def plan_model(stage: Stage, model: StagedConfig, current: tuple[str | None, Any] | None = None) -> list[Move]:
+def plan_model(stage: Stage, model: StagedConfig, current: tuple[str | None, ModelConfig | None] | None = None) -> list[Move]:
     """The moves that put one staged model into ``stage.out``; ``current``: its config as the plan left
     it so far (read from the repository when None)."""
     target = stage.out / model.name
@@ -187,7 +190,7 @@ def plan_model(stage: Stage, model: StagedConfig, current: tuple[str | None, Any
 
 
 def _plan_older(
-    target: Path, model: StagedConfig, rel: Path, old_config: Any, new_config: Any, newest: int, present: tuple[int, ...]
+    target: Path, model: StagedConfig, rel: Path, old_config: ModelConfig | None, new_config: ModelConfig | None, newest: int, present: tuple[int, ...]
 ) -> list[Move]:
     """Writing a version below the newest one: the shared config must stay as the newer versions need it."""
     if not same_but_policy(old_config, new_config):

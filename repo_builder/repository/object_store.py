@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -352,7 +353,7 @@ class ObjectStore:
 
     def delete(self, relatives: Iterable[str]) -> None:
         for relative in relatives:
-            self._retry(lambda r=relative: self.fs.rm_file(self.location.key(r)), self.url_of(relative))
+            self._retry(partial(self.fs.rm_file, self.location.key(relative)), self.url_of(relative))
 
     def url_of(self, relative: str) -> str:
         return f"{self.location.url}/{relative}"

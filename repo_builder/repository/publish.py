@@ -22,9 +22,10 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path, PurePosixPath
 
-from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, TaskID, TransferSpeedColumn
 from rich.progress import Progress as Bar
 
 from repo_builder import __version__
@@ -178,7 +179,7 @@ def _model_files(model_dir: Path, root: Path) -> list[tuple[Path | None, str]]:
     out: list[tuple[Path | None, str]] = [(p, f"{rel}/{p.name}") for p in own if not p.is_symlink()]
     subfolders = [p for p in model_dir.iterdir() if p.is_dir() and not p.is_symlink() and not _skipped(p.name)]
     for sub in sorted(subfolders, key=_folder_order):
-        files = sorted(_files_below(sub, root), key=lambda p, sub=sub: _model_file_last(p, sub))
+        files = sorted(_files_below(sub, root), key=partial(_model_file_last, version_dir=sub))
         if not files:
             out.append((None, f"{rel}/{sub.name}/{PLACEHOLDER_FILE}"))
         out.extend((p, p.relative_to(root).as_posix()) for p in files)
@@ -305,8 +306,8 @@ class Progress:
         self.log = log
         self.tty = tty
         self.total_files = self.total_bytes = self.done_files = self.done_bytes = 0
-        self._bar = None
-        self._task = None
+        self._bar: Bar | None = None
+        self._task: TaskID | None = None
 
     def begin(self, files: int, total_bytes: int) -> None:
         self.total_files, self.total_bytes = files, total_bytes
@@ -318,7 +319,7 @@ class Progress:
     def advance(self, relative: str, size: int) -> None:
         self.done_files += 1
         self.done_bytes += size
-        if self._bar is not None:
+        if self._bar is not None and self._task is not None:  # set together in begin()
             self._bar.update(self._task, advance=size, description=relative)
             return
         self.log(

@@ -58,7 +58,8 @@ class PullResult:
 
 def _loaded_prefixes(repository: Repository) -> tuple[set[str], set[str]]:
     """(model folders taken whole, '<model>/<folder>' prefixes Triton reads) from the scanned mirror."""
-    whole, folders = set(), set()
+    whole: set[str] = set()
+    folders: set[str] = set()
     for model in repository.models:
         if model.config is None:
             whole.add(model.name)  # nothing to decide by: let the validator judge all of it

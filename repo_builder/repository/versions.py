@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
@@ -19,6 +19,9 @@ from repo_builder.errors import UserError
 from repo_builder.render.parse_back import parse_config
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.scan import parse_version_name
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 PIN_COMMENT = "# repo-builder serves exactly this version: a new version folder is switched in by rewriting this config"
 
@@ -54,7 +57,7 @@ def plan_versions(out: Path, names: Sequence[str], requested: int | None, force:
     return {name: requested for name in names}
 
 
-def read_config(model_dir: Path) -> tuple[str | None, Any]:
+def read_config(model_dir: Path) -> tuple[str | None, ModelConfig | None]:
     """A model's config text and parsed proto; (None, None) when missing, (text, None) when it does not parse."""
     path = model_dir / CONFIG_FILE
     try:
@@ -69,7 +72,7 @@ def read_config(model_dir: Path) -> tuple[str | None, Any]:
         return text, None
 
 
-def served_versions(config: Any, present: Iterable[int]) -> tuple[int, ...]:
+def served_versions(config: ModelConfig | None, present: Iterable[int]) -> tuple[int, ...]:
     """The versions Triton serves under ``config``'s version policy (core ``VersionsToLoad``)."""
     existing = sorted(set(present), reverse=True)
     if config is None or not config.HasField("version_policy"):
@@ -83,11 +86,11 @@ def served_versions(config: Any, present: Iterable[int]) -> tuple[int, ...]:
     return tuple(sorted(existing))
 
 
-def is_pinned(config: Any) -> bool:
+def is_pinned(config: ModelConfig | None) -> bool:
     return config is not None and config.version_policy.WhichOneof("policy_choice") == "specific"
 
 
-def pin_config(text: str, config: Any, versions: Sequence[int]) -> str:
+def pin_config(text: str, config: ModelConfig | None, versions: Sequence[int]) -> str:
     """``text`` serving exactly ``versions``; the text is kept as written when it has no policy yet."""
     pin = f"version_policy: {{ specific: {{ versions: [{', '.join(str(v) for v in versions)}] }} }}\n"
     if config is not None and config.HasField("version_policy"):
@@ -97,7 +100,7 @@ def pin_config(text: str, config: Any, versions: Sequence[int]) -> str:
     return f"{body.rstrip()}\n{PIN_COMMENT}\n{pin}"
 
 
-def same_but_policy(old: Any, new: Any) -> bool:
+def same_but_policy(old: ModelConfig | None, new: ModelConfig | None) -> bool:
     """True when two configs differ in nothing but their version policy (None: unknown, so not the same)."""
     if old is None or new is None:
         return False

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
@@ -34,6 +34,9 @@ from repo_builder.repository.moves import Kind, Move, apply_move, link_tree, pla
 from repo_builder.repository.stage import Stage
 from repo_builder.repository.versions import existing_versions, pin_config, read_config, served_versions
 from repo_builder.triton_layout import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 Log = Callable[[str], None]
 # The error lines of the repository at a path (empty when it passes): the offline validator, in a build.
@@ -91,7 +94,7 @@ def stage_model(stage: Stage, model: RenderedModel) -> StagedModel:
     return StagedModel(model.name, model.role, model.version, folder, hashes, hashlib.sha256(config).hexdigest())
 
 
-def bridge_config(old: Any, new: Any) -> Any | None:
+def bridge_config(old: ModelConfig | None, new: ModelConfig) -> ModelConfig | None:
     """An ensemble config consistent with both ``old``'s and ``new``'s members, or None when there is none
     (or none is needed): the same steps, every dim that changes made -1, the smaller max_batch_size."""
     if old is None or old.platform != "ensemble" or new.platform != "ensemble":

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
 from repo_builder.triton.bench_limits import PROGRESS_FROM, start_progress
@@ -24,6 +24,9 @@ from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.scan import read_config
 
 PROGRESS_SECONDS = 5.0  # a progress line this often while a big level runs
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 # One request: input name -> (array, wire type). A workload is a few of them, sent in turn.
 Payload = Mapping[str, tuple[Any, str]]
@@ -258,7 +261,7 @@ def slowest_step(steps: Sequence[StepStats]) -> StepStats | None:
     return max(busy, key=lambda s: s.compute_ms) if busy else None
 
 
-def ensemble_members(config: Any) -> tuple[str, ...]:
+def ensemble_members(config: ModelConfig) -> tuple[str, ...]:
     """Step model names of an ensemble ``ModelConfig`` (empty for any other model)."""
     return tuple(step.model_name for step in config.ensemble_scheduling.step)
 
@@ -303,7 +306,7 @@ class ModelBench:
         return {"model": self.model, "levels": out}
 
 
-def _config_on_disk(repository: Path, name: str) -> Any:
+def _config_on_disk(repository: Path, name: str) -> ModelConfig | None:
     """The model's config.pbtxt, read as offline validate reads it (a regular file inside the repository,
     at most MAX_CONFIG_BYTES); None when it does not parse (the server says why when it loads the model)."""
     path = repository / name / CONFIG_FILE
@@ -320,7 +323,7 @@ def default_models(repository: Path) -> tuple[str, ...]:
     return tuple(ensembles or names)
 
 
-def payloads_for(config: Any, files: Mapping[str, Sequence[bytes]]) -> list[Payload]:
+def payloads_for(config: ModelConfig, files: Mapping[str, Sequence[bytes]]) -> list[Payload]:
     """One request per file given for an input (cycled), other inputs synthesized from the config."""
     import numpy as np
 

@@ -413,7 +413,8 @@ class TritonServer:
         if outcome is not None and not outcome.loaded and _transport_failed(outcome.reason):
             # The connection broke: the server is most likely dying; give it a moment to be reaped.
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=3)  # type: ignore[union-attr]
+                if self.process is not None:  # always set while the server runs
+                    self.process.wait(timeout=3)
         if outcome is None or (not outcome.loaded and not outcome.timed_out and not self.is_alive()):
             raise self._died(f"while loading '{name}'")
         return outcome

@@ -14,12 +14,13 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from repo_builder import dtypes
 
 if TYPE_CHECKING:
     import numpy as np
+    from tritonclient.grpc.model_config_pb2 import DataType, ModelConfig, ModelInput
 
 VARIABLE_SIZE = 2
 SAMPLE_TEXT = b"hello from repo-builder"
@@ -71,7 +72,7 @@ def _looks_like_image(name: str) -> bool:
 
 
 def synthesize_input(
-    tensor: Any, max_batch_size: int, batch_size: int = 1, seed: int = 0
+    tensor: ModelInput, max_batch_size: int, batch_size: int = 1, seed: int = 0
 ) -> SynthesizedInput:
     """One ``ModelInput`` (from ``model_config_pb2``) -> an array of the right dtype and shape."""
     import numpy as np
@@ -102,14 +103,14 @@ def synthesize_input(
     return SynthesizedInput(tensor.name, array, dtype.wire)
 
 
-def synthesize_inputs(config: Any, batch_size: int = 1, seed: int = 0) -> tuple[SynthesizedInput, ...]:
+def synthesize_inputs(config: ModelConfig, batch_size: int = 1, seed: int = 0) -> tuple[SynthesizedInput, ...]:
     """Inputs for one request to the model ``config`` (a ``ModelConfig``) describes."""
     return tuple(
         synthesize_input(t, config.max_batch_size, batch_size, seed + i) for i, t in enumerate(config.input)
     )
 
 
-def _type_name(value: int) -> str:
+def _type_name(value: DataType.ValueType) -> str:
     from tritonclient.grpc import model_config_pb2
 
     return model_config_pb2.DataType.Name(value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
@@ -21,10 +21,13 @@ from repo_builder.tune.knobs import Setting, apply_knobs
 from repo_builder.validate.engine import validate_repository
 from repo_builder.validate.records import Severity
 
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
+
 TUNED_HEADER = "# Tuned by repo-builder tune ({summary}); rerun it on the serving machine to re-tune.\n"
 
 
-def _texts(configs: Mapping[str, Any], setting: Setting, original: Setting) -> dict[str, str]:
+def _texts(configs: Mapping[str, ModelConfig], setting: Setting, original: Setting) -> dict[str, str]:
     before = dict(original)
     return {
         name: TUNED_HEADER.format(summary=knobs.describe()) + text_format.MessageToString(apply_knobs(configs[name], knobs))
@@ -35,7 +38,7 @@ def _texts(configs: Mapping[str, Any], setting: Setting, original: Setting) -> d
 
 def write_winner(
     repository: Path,
-    configs: Mapping[str, Any],
+    configs: Mapping[str, ModelConfig],
     winner: Setting,
     original: Setting,
     log: Callable[[str], None] = lambda _: None,

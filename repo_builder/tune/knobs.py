@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 THREADS_KEY = "intra_op_thread_count"
 QUEUE_DELAYS_US = (0, 100, 500, 2000)  # the batcher's wait: none, the builds' default, more, much more
@@ -53,11 +56,11 @@ def flat_knobs(setting: Setting) -> dict[str, int]:
     return out
 
 
-def _parameter(config: Any, key: str) -> str | None:
+def _parameter(config: ModelConfig, key: str) -> str | None:
     return config.parameters[key].string_value if key in config.parameters else None
 
 
-def current_knobs(config: Any) -> StepKnobs:
+def current_knobs(config: ModelConfig) -> StepKnobs:
     """The knobs as the config sets them now (the search starts here: the build's own choice)."""
     count = sum(max(1, g.count) for g in config.instance_group) if len(config.instance_group) else 1
     threads_text = _parameter(config, THREADS_KEY)
@@ -66,7 +69,7 @@ def current_knobs(config: Any) -> StepKnobs:
     return StepKnobs(instances=count, threads=threads, queue_delay_us=delay)
 
 
-def apply_knobs(config: Any, knobs: StepKnobs) -> Any:
+def apply_knobs(config: ModelConfig, knobs: StepKnobs) -> ModelConfig:
     """A copy of ``config`` with ``knobs`` set; the instance kind stays what it was (KIND_CPU by default)."""
     new = type(config)()
     new.CopyFrom(config)
@@ -93,7 +96,7 @@ class StepSpace:
     queue_delays_us: tuple[int, ...] = ()  # empty: no batching knob
 
 
-def step_space(config: Any, cores: int, max_instances: int) -> StepSpace:
+def step_space(config: ModelConfig, cores: int, max_instances: int) -> StepSpace:
     """Instances 1..max_instances; threads 1..cores when the step reads them; every queue delay when it
     batches dynamically. Instances x threads beyond the cores only oversubscribe them, so those are left out
     by ``neighbours``."""

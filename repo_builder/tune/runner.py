@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 
@@ -29,6 +29,9 @@ from repo_builder.tune.knobs import Setting, StepKnobs, apply_knobs
 from repo_builder.tune.search import Measured
 from repo_builder.validate.scan import read_config
 
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
+
 
 @dataclass(frozen=True)
 class LoadPlan:
@@ -40,7 +43,7 @@ class LoadPlan:
     load_timeout: float = 300.0
 
 
-def read_model_config(repository: Path, name: str) -> Any:
+def read_model_config(repository: Path, name: str) -> ModelConfig:
     """A model's config.pbtxt, read as validate reads it (regular file inside the repository, bounded)."""
     path = repository / name / CONFIG_FILE
     config, _, problem, _, _ = read_config(path, repository)
@@ -49,7 +52,7 @@ def read_model_config(repository: Path, name: str) -> Any:
     return config
 
 
-def tunable_steps(repository: Path, ensemble: str) -> dict[str, Any]:
+def tunable_steps(repository: Path, ensemble: str) -> dict[str, ModelConfig]:
     """The ensemble's step configs by name (each step once); an ensemble is required: tune tunes pipelines."""
     config = read_model_config(repository, ensemble)
     if config.platform != "ensemble":
@@ -64,7 +67,7 @@ class CandidateRunner:
         self,
         repository: Path,
         ensemble: str,
-        configs: Mapping[str, Any],
+        configs: Mapping[str, ModelConfig],
         plan: LoadPlan,
         files: Mapping[str, Sequence[bytes]] | None = None,
         log: Callable[[str], None] = lambda _: None,

@@ -40,10 +40,15 @@ def _title(module: ModuleType) -> str:
 class ReportCode(Protocol):
     """A code reported outside the rule registry (``LiveCode``, ``StoreCode``): the same four fields."""
 
-    code: str
-    rule: str
-    severity: Severity
-    doc: str
+    # read-only: the codes are frozen dataclasses
+    @property
+    def code(self) -> str: ...
+    @property
+    def rule(self) -> str: ...
+    @property
+    def severity(self) -> Severity: ...
+    @property
+    def doc(self) -> str: ...
 
 
 @dataclass(frozen=True)

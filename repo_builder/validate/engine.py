@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from repo_builder.validate.analysis.bounded import bounded_text
 from repo_builder.validate.analysis.positions import finding_position
@@ -12,6 +13,7 @@ from repo_builder.validate.records import (
     Finding,
     ModelEntry,
     Repository,
+    RepositoryCheckFn,
     Rule,
     RuleContext,
     Severity,
@@ -72,7 +74,11 @@ def judging_order(repository: Repository) -> list[ModelEntry]:
         ready = sorted(
             name
             for name, m in pending.items()
-            if all(s.model_name in done or s.model_name not in pending for s in m.config.ensemble_scheduling.step)
+            # ensembles always have a config (is_ensemble reads its platform)
+            if all(
+                s.model_name in done or s.model_name not in pending
+                for s in (m.config.ensemble_scheduling.step if m.config is not None else ())
+            )
         )
         if not ready:  # a cycle: judge what remains in name order
             ready = sorted(pending)
@@ -97,7 +103,7 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     ctx = RuleContext(repository, options, refused)
     root = repository.root
     diagnostics: list[Diagnostic] = [
-        _diagnostic(r, f, None, root) for r in rules if r.repository_level for f in r.check(ctx)
+        _diagnostic(r, f, None, root) for r in rules if r.repository_level for f in cast(RepositoryCheckFn, r.check)(ctx)
     ]
     # About 55 rules per model and most find nothing: the loop stays lean, a Diagnostic is built only
     # for an actual finding.

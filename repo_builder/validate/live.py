@@ -114,7 +114,7 @@ class LiveVerdict:
         return self.result.loaded
 
     @property
-    def status(self) -> str:
+    def status(self) -> str | None:
         return self.result.status
 
 

@@ -243,6 +243,6 @@ def repository_rule(code: str, name: str, severity: Severity = Severity.ERROR) -
     def wrap(fn: RepositoryCheckFn) -> Rule:
         if not fn.__doc__:
             raise TypeError(f"rule {code} ({name}) needs a docstring: it is the rule's documentation")
-        return Rule(code, name, severity, fn, inspect.cleandoc(fn.__doc__), repository_level=True)  # type: ignore[arg-type]
+        return Rule(code, name, severity, fn, inspect.cleandoc(fn.__doc__), repository_level=True)  # type: ignore[arg-type]  # one field for both kinds: repository_level says which
 
     return wrap

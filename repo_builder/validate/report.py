@@ -78,7 +78,7 @@ class Report:
 
     def exit_code(self, fail_on: Severity = Severity.ERROR) -> int:
         """0 clean, 1 when there is a problem at or above ``fail_on`` (the exit code comes from here alone)."""
-        levels = (Severity.ERROR,) if fail_on == Severity.ERROR else (Severity.ERROR, Severity.WARNING)
+        levels: tuple[Severity, ...] = (Severity.ERROR,) if fail_on == Severity.ERROR else (Severity.ERROR, Severity.WARNING)
         if fail_on == Severity.INFO:
             levels = tuple(Severity)
         return 1 if any(d.severity in levels for d in self.diagnostics) else 0

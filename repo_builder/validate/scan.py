@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import sys
 import types
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
 from repo_builder.triton_layout import CONFIG_FILE, SKIPPED_VERSION_FOLDERS
 from repo_builder.validate.analysis.files import UnsafeFile, read_bounded, resolves_inside
 from repo_builder.validate.records import FileEntry, ModelEntry, Repository, VersionDir
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 __all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "import_pb2", "parse_version_name", "read_config", "scan_repository"]
 
@@ -89,8 +93,10 @@ class _DeferredPackage(types.ModuleType):
     """A package whose ``__init__`` has not run yet; the first missing attribute runs it in place."""
 
     def __getattr__(self, name: str) -> Any:
-        self.__class__ = types.ModuleType  # from here on an ordinary module
+        self.__class__ = types.ModuleType  # type: ignore[assignment]  # demoted on purpose: an ordinary module from here on
         try:
+            # installed by _deferred_package from a spec it checked has a loader
+            assert self.__spec__ is not None and self.__spec__.loader is not None
             self.__spec__.loader.exec_module(self)
         except BaseException:
             sys.modules.pop(self.__name__, None)  # a later import retries from scratch
@@ -142,6 +148,8 @@ def import_pb2(qualified_name: str) -> Any:
     if not file.is_file():
         return importlib.import_module(qualified_name)
     module_spec = importlib.util.spec_from_file_location(qualified_name, file)
+    if module_spec is None or module_spec.loader is None:
+        return importlib.import_module(qualified_name)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[qualified_name] = module
     try:
@@ -157,7 +165,7 @@ def import_pb2(qualified_name: str) -> Any:
 
 def read_config(
     path: Path, root: Path | None = None
-) -> tuple[object | None, str | None, str | None, int | None, int | None]:
+) -> tuple[ModelConfig | None, str | None, str | None, int | None, int | None]:
     """Parse ``config.pbtxt`` with Triton's own proto: (config, text, problem, line, column).
 
     Only a regular file inside ``root`` (default: the repository holding the model folder) is read,
@@ -174,7 +182,7 @@ def read_config(
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, None, f"{CONFIG_FILE} is not UTF-8 text (byte {exc.start})", None, None
-    config = model_config_pb2.ModelConfig()
+    config: ModelConfig = model_config_pb2.ModelConfig()
     try:
         text_format.Parse(text, config)
     except text_format.ParseError as exc:
@@ -184,7 +192,7 @@ def read_config(
     return config, text, None, None, None
 
 
-ConfigResult = tuple[Any, str | None, str | None, int | None, int | None]
+ConfigResult = tuple["ModelConfig | None", str | None, str | None, int | None, int | None]
 # Below this many model folders a second process costs more than it saves (a fork and a pipe: a few ms).
 PARALLEL_MIN_CONFIGS = 200
 
@@ -342,7 +350,7 @@ def scan_model(
     if escapes is None:
         escapes = _escapes(path, root)
     if escapes:
-        problem = f"model folder '{name}' is a symlink that leaves the repository; validate does not follow it"
+        problem: str | None = f"model folder '{name}' is a symlink that leaves the repository; validate does not follow it"
         return ModelEntry(name=name, path=path, config_path=config_path, config=None, problem=problem)
     files, problem = listing if listing is not None else _list(path, root)
     config = text = cproblem = None
@@ -401,7 +409,7 @@ def scan_repository(location: str | Path) -> Repository:
             child.abandon()
         raise
     if child is not None:
-        second = child.result()
+        second: Sequence[ConfigResult | None] | None = child.result()
         if second is None:  # the child failed: parse its share here
             second = [
                 read_config(path, root) if present else None

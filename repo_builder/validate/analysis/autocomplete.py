@@ -49,7 +49,7 @@ def python_io_autocompleted(model: ModelEntry) -> bool:
     for number in numbers:
         folder = version_folder(model, number)
         entry = folder.entry(filename) if folder is not None else None
-        if entry is None or entry.is_dir or entry.escapes:
+        if folder is None or entry is None or entry.is_dir or entry.escapes:
             continue  # RB405 / RB103 refuse the version
         if _python_autocompletes(folder.path / filename, model.path.parent):
             return True

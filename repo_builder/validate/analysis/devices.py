@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup
+
 KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL = 0, 1, 2, 3  # ModelInstanceGroup.Kind values
 
 
@@ -14,7 +19,7 @@ def gpu_exists(gid: int, gpu_present: bool, gpu_count: int | None) -> bool | Non
     return True if gid == 0 else None
 
 
-def resolved_kind(group: object, gpu_present: bool, gpu_count: int | None = None) -> int:
+def resolved_kind(group: ModelInstanceGroup, gpu_present: bool, gpu_count: int | None = None) -> int:
     """KIND_AUTO becomes KIND_GPU when GPUs are present (and every listed GPU exists), else KIND_CPU."""
     if group.kind != KIND_AUTO:
         return group.kind

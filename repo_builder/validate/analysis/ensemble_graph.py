@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name
 from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelEnsembling
 
 T = TypeVar("T")
 
@@ -26,7 +29,7 @@ def memo(what: str, model: ModelEntry, ctx: RuleContext, compute: Callable[[], T
     key = (what, id(model))
     hit = ctx.facts.get(key)
     if hit is not None and hit[0] is model:  # the entry itself is kept, so its id cannot be reused
-        return hit[1]
+        return cast(T, hit[1])  # stored under this key by this function
     value = compute()
     ctx.facts[key] = (model, value)
     return value
@@ -36,13 +39,15 @@ def lookup(ctx: RuleContext, name: str) -> ModelEntry | None:
     return ctx.repository.model(name)
 
 
-def steps(model: ModelEntry) -> list:
+def steps(model: ModelEntry) -> list[ModelEnsembling.Step]:
+    assert model.config is not None  # an ensemble: its platform comes from its config
     return list(model.config.ensemble_scheduling.step)
 
 
 def scheduling_problems(model: ModelEntry) -> list[str]:
     """Core's ValidateEnsembleSchedulingConfig up to (not including) the data flow."""
     cfg = model.config
+    assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
     if not cfg.HasField("ensemble_scheduling"):
         return [f"ensemble scheduling must be set for ensemble {name} whose platform is {ENSEMBLE}"]
@@ -98,7 +103,7 @@ def _build_flow(model: ModelEntry, name: str) -> dict[str, _FlowNode] | str:
     return tensors
 
 
-def _mark_ready(cfg: object, name: str, tensors: dict[str, _FlowNode]) -> list[str]:
+def _mark_ready(cfg: ModelConfig, name: str, tensors: dict[str, _FlowNode]) -> list[str]:
     """Walk from the ensemble's inputs, marking every tensor that can be computed; unused inputs."""
     problems = []
     queue: deque[_FlowNode] = deque()
@@ -121,6 +126,7 @@ def _mark_ready(cfg: object, name: str, tensors: dict[str, _FlowNode]) -> list[s
 def data_flow_problems(model: ModelEntry) -> list[str]:
     """Core's BuildEnsembleGraph and its readiness walk: every input used, every output written once."""
     cfg = model.config
+    assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
     tensors = _build_flow(model, name)
     if isinstance(tensors, str):
@@ -167,6 +173,7 @@ def config_ok(model: ModelEntry) -> bool:
 
 
 def _config_ok(model: ModelEntry) -> bool:
+    assert model.config is not None  # an ensemble: its platform comes from its config
     return not model.config.backend and not scheduling_problems(model) and not data_flow_problems(model)
 
 

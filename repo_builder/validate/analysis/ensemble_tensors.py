@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from repo_builder.validate.analysis.autocomplete import backend_fills_io, io_autocompleted
 from repo_builder.validate.analysis.bounded import name_list
@@ -18,6 +19,14 @@ from repo_builder.validate.analysis.onnx_autocomplete import onnx_completed_conf
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import TYPE_INVALID, WILDCARD
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext, Severity
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import (
+        ModelConfig,
+        ModelEnsembling,
+        ModelInput,
+        ModelOutput,
+    )
 
 
 @dataclass(eq=False)
@@ -79,7 +88,7 @@ def member_io_final(member: ModelEntry, ctx: RuleContext) -> bool:
         return not backend_fills_io(member)
     if not io_autocompleted(member, ctx):
         return True
-    tensors = [*cfg.input, *cfg.output]
+    tensors: list[ModelInput | ModelOutput] = [*cfg.input, *cfg.output]
     return (
         bool(cfg.input) and bool(cfg.output) and all(t.data_type != TYPE_INVALID and t.dims for t in tensors)
     )
@@ -100,13 +109,16 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
     if not members_ok(model, ctx):
         return []
     cfg = model.config
+    assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
     batching = cfg.max_batch_size > 0
     out: list[GraphFinding] = []
     # A member whose tensors come from its model file: completed from its ONNX graph when that can be read
     # (core judges the ensemble against each member's completed config), else unknown.
     completed = {
-        n: onnx_completed_config(lookup(ctx, n), ctx) for n in member_names(model) if not member_io_final(lookup(ctx, n), ctx)
+        n: onnx_completed_config(cast(ModelEntry, lookup(ctx, n)), ctx)
+        for n in member_names(model)
+        if not member_io_final(cast(ModelEntry, lookup(ctx, n)), ctx)
     }
     unknown = [n for n, c in completed.items() if c is None]
     if unknown:
@@ -122,6 +134,7 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
             )
         )
     tensors: dict[str, _TensorNode] = {}
+    io: ModelInput | ModelOutput  # the two loops below
     for io in cfg.input:
         dims = io.reshape.shape if io.HasField("reshape") else io.dims
         tensors[io.name] = _node(name, batching, io.data_type, dims)
@@ -134,6 +147,7 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
 
     for step in steps(model):
         member = lookup(ctx, step.model_name)
+        assert member is not None  # members_ok: every member exists
         mname = step.model_name
         mcfg = completed.get(mname) or member.config
         if mcfg is None:
@@ -182,7 +196,7 @@ def _merge(tensors: dict[str, _TensorNode], tensor: str, new: _TensorNode, ensem
     return _consistency(tensors[tensor], new, f"in ensemble {ensemble}, ensemble tensor {tensor}: ")
 
 
-def _map_inputs(ensemble: str, mname: str, input_map: dict, member_inputs: list, batching: bool,
+def _map_inputs(ensemble: str, mname: str, input_map: dict[str, str], member_inputs: list[ModelInput], batching: bool,
                 tensors: dict[str, _TensorNode]) -> Problems:
     inputs = {io.name for io in member_inputs}
     problems: Problems = [
@@ -206,7 +220,7 @@ def _map_inputs(ensemble: str, mname: str, input_map: dict, member_inputs: list,
     return problems
 
 
-def _map_outputs(ensemble: str, mname: str, output_map: dict, member_outputs: list, batching: bool,
+def _map_outputs(ensemble: str, mname: str, output_map: dict[str, str], member_outputs: list[ModelOutput], batching: bool,
                  tensors: dict[str, _TensorNode]) -> Problems:
     outputs = {io.name for io in member_outputs}
     problems: Problems = [
@@ -231,7 +245,7 @@ def _map_outputs(ensemble: str, mname: str, output_map: dict, member_outputs: li
     return problems
 
 
-def _map_step(ensemble: str, step: object, mcfg: object, tensors: dict[str, _TensorNode]) -> Problems:
+def _map_step(ensemble: str, step: ModelEnsembling.Step, mcfg: ModelConfig, tensors: dict[str, _TensorNode]) -> Problems:
     """Core's ValidateTensorMapping for one step; links the step's tensors into the graph."""
     mname = step.model_name
     batching = mcfg.max_batch_size > 0
@@ -254,7 +268,7 @@ def _map_step(ensemble: str, step: object, mcfg: object, tensors: dict[str, _Ten
     return []
 
 
-def _decoupled_problem(ensemble: str, cfg: object, tensors: dict[str, _TensorNode]) -> str | None:
+def _decoupled_problem(ensemble: str, cfg: ModelConfig, tensors: dict[str, _TensorNode]) -> str | None:
     """Core's walk labelling tensors by the decoupled step they descend from; a step may not mix labels."""
     label = 0
     queue: deque[_TensorNode] = deque()

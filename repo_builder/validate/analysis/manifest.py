@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from repo_builder.guarded_read import HASHED, loads_json, open_repository_file
 from repo_builder.validate.analysis.files import UnsafeFile, read_bounded, regular_file_size, relative_inside
@@ -29,7 +30,7 @@ class BuiltFile:
     sha256: str
 
 
-def read_manifest(repository: Repository) -> dict | str | None:
+def read_manifest(repository: Repository) -> dict[str, Any] | str | None:
     """The manifest's data, a one-line problem when it is unreadable, or None when there is none."""
     if not any(f.name == MANIFEST_FILE for f in repository.files):
         return None
@@ -42,15 +43,15 @@ def read_manifest(repository: Repository) -> dict | str | None:
     return data
 
 
-def manifest(ctx: RuleContext) -> dict | str | None:
+def manifest(ctx: RuleContext) -> dict[str, Any] | str | None:
     """The run's manifest, read once."""
     key = (read_manifest, id(ctx.repository))
     if key not in ctx.facts:
         ctx.facts[key] = read_manifest(ctx.repository)
-    return ctx.facts[key]
+    return cast("dict[str, Any] | str | None", ctx.facts[key])  # read_manifest put it there
 
 
-def built_files(data: dict, model: str) -> Iterator[BuiltFile]:
+def built_files(data: dict[str, Any], model: str) -> Iterator[BuiltFile]:
     """The files the manifest records for ``model``, skipping entries that are not plain strings."""
     entry = data["models"].get(model)
     versions = entry.get("versions") if isinstance(entry, dict) else None
@@ -97,7 +98,7 @@ LABELS_FILE = "labels.txt"  # what the classification postprocess step reads bes
 MAX_LABELS_BYTES = 16 << 20
 
 
-def built_role(data: dict, model: str) -> str | None:
+def built_role(data: dict[str, Any], model: str) -> str | None:
     """The role the manifest records for ``model`` (preprocess, model, postprocess, ensemble), or None."""
     entry = data["models"].get(model)
     role = entry.get("role") if isinstance(entry, dict) else None

@@ -6,13 +6,16 @@ Triton stops at the first problem; these functions report them all, each tagged 
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from repo_builder.dtypes import _BY_ONNX_ID
 from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.onnx_graph import OnnxSignature, OnnxTensor
 from repo_builder.validate.records import Severity
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
 
 # Triton's default --backend-config=default-max-batch-size, used when auto-complete finds batching.
 DEFAULT_MAX_BATCH_SIZE = 4
@@ -34,7 +37,7 @@ def triton_type(elem_type: int | None) -> str:
     return dtype.triton if dtype is not None else "TYPE_INVALID"
 
 
-def _config_type(io: Any) -> str:
+def _config_type(io: ModelInput | ModelOutput) -> str:
     return enum_name(io.DESCRIPTOR.fields_by_name["data_type"].enum_type, io.data_type)
 
 
@@ -83,18 +86,18 @@ def _compare_dims(
     return None
 
 
-def _io_dims(io: Any) -> list[int]:
+def _io_dims(io: ModelInput | ModelOutput) -> list[int]:
     return list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
 
 
-def _well_formed(io: Any) -> bool:
+def _well_formed(io: ModelInput | ModelOutput) -> bool:
     # Malformed entries (no name, type or dims; dims of 0 or below -1) are the config rules' business.
     if not io.name or io.data_type == 0 or not (len(io.dims) > 0 or io.HasField("reshape")):
         return False
     return all(d >= 1 or d == -1 for d in _io_dims(io))
 
 
-def _sequence_inputs(config: Any) -> int:
+def _sequence_inputs(config: ModelConfig) -> int:
     if not config.HasField("sequence_batching"):
         return 0
     seq = config.sequence_batching
@@ -124,7 +127,7 @@ def autocomplete_batching(name: str, mbs: int, sig: OnnxSignature) -> tuple[int,
     return mbs, None
 
 
-def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> list[OnnxProblem]:
+def compare_onnx(name: str, config: ModelConfig, sig: OnnxSignature, strict: bool) -> list[OnnxProblem]:
     """Every problem the ONNX Runtime backend would find between ``config`` and the graph ``sig``.
 
     Triton stops at the first; we report them all.
@@ -160,7 +163,7 @@ def compare_onnx(name: str, config: Any, sig: OnnxSignature, strict: bool) -> li
     return problems
 
 
-def _compare_inputs(name: str, inputs: list[Any], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
+def _compare_inputs(name: str, inputs: list[ModelInput], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
     problems: list[OnnxProblem] = []
     by_name = {t.name: t for t in (*sig.inputs, *sig.overridable)}
     allowed = name_list(sorted(by_name, key=os.fsencode))
@@ -191,7 +194,7 @@ def _compare_inputs(name: str, inputs: list[Any], sig: OnnxSignature, mbs: int) 
     return problems
 
 
-def _compare_outputs(name: str, config: Any, outputs: list[Any], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
+def _compare_outputs(name: str, config: ModelConfig, outputs: list[ModelOutput], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
     problems: list[OnnxProblem] = []
     out_by_name = {t.name: t for t in sig.outputs}
     allowed_out = name_list(sorted(out_by_name, key=os.fsencode))
@@ -216,7 +219,7 @@ def _compare_outputs(name: str, config: Any, outputs: list[Any], sig: OnnxSignat
 
 
 def _compare_tensor(
-    name: str, kind: str, io: Any, tensor: OnnxTensor, mbs: int, exact: bool
+    name: str, kind: str, io: ModelInput | ModelOutput, tensor: OnnxTensor, mbs: int, exact: bool
 ) -> list[OnnxProblem]:
     out: list[OnnxProblem] = []
     expected = _config_type(io)
@@ -233,7 +236,7 @@ def _compare_tensor(
     if tensor.dims is None:
         return out  # rank unknown in the graph: nothing to compare
     dims = _io_dims(io)
-    if kind == "input" and io.allow_ragged_batch:
+    if kind == "input" and cast("ModelInput", io).allow_ragged_batch:
         if tensor.dims != (-1,):
             out.append(
                 OnnxProblem(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import partial
 
 from repo_builder.validate.analysis.backends import (
     FIL_DEFAULT_MODEL_TYPE,
@@ -187,10 +188,10 @@ def _resolve(model: ModelEntry) -> ResolvedBackend:
     first = first_folder(model)
     probe = _Probe(first, scan=not f and first is not None)
     for step in (
-        lambda: _tensorflow(p, b, f, probe),
-        *(lambda e=e: _by_file(p, b, f, probe, e) for e in _BY_FILE),
-        lambda: _pytorch(p, b, f, probe, config.runtime if config is not None else ""),
-        lambda: _by_file(p, b, f, probe, ("python", "", "model.py", None)),
+        partial(_tensorflow, p, b, f, probe),
+        *(partial(_by_file, p, b, f, probe, e) for e in _BY_FILE),
+        partial(_pytorch, p, b, f, probe, config.runtime if config is not None else ""),
+        partial(_by_file, p, b, f, probe, ("python", "", "model.py", None)),
     ):
         resolved = step()
         if resolved is not None:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.records import ModelEntry
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelInput, ModelOutput
 
 WILDCARD = -1
 TYPE_INVALID = 0
@@ -34,7 +38,7 @@ def _chunks(dims: Sequence[int]) -> list[int]:
     return out
 
 
-def io_shape_problems(io: object, max_batch_size: int, kind: str) -> Iterator[str]:
+def io_shape_problems(io: ModelInput | ModelOutput, max_batch_size: int, kind: str) -> Iterator[str]:
     """Core's ValidateIOShape for one input or output, minus the data_type/dims presence checks."""
     has_reshape = io.HasField("reshape")
     if not has_reshape and min(io.dims, default=1) >= 1:  # the common case, decided cheaply
@@ -66,14 +70,16 @@ def io_shape_problems(io: object, max_batch_size: int, kind: str) -> Iterator[st
 
 
 
-def config_ios(model: ModelEntry) -> tuple[tuple[str, object], ...]:
+def config_ios(model: ModelEntry) -> tuple[tuple[str, ModelInput | ModelOutput], ...]:
     """("model input" | "model output", tensor) pairs, kept on the entry: walking a proto's repeated
     fields is slow, and several rules walk them for every model."""
     return model_fact(model, config_ios, _ios)
 
 
-def _ios(model: ModelEntry) -> tuple[tuple[str, object], ...]:
+def _ios(model: ModelEntry) -> tuple[tuple[str, ModelInput | ModelOutput], ...]:
     cfg = model.config
+    if cfg is None:  # no config, no tensors (the rules asking return before this)
+        return ()
     return (*(("model input", io) for io in cfg.input), *(("model output", io) for io in cfg.output))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from repo_builder.errors import UserError
 from repo_builder.gpu import detect_gpus
@@ -28,6 +28,9 @@ from repo_builder.plan_format import (
     tensorrt_available,
 )
 from repo_builder.validate.records import ModelEntry, VersionDir
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelInput, ModelOutput
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def used_profiles(model: ModelEntry) -> tuple[int, ...]:
     return tuple(sorted(used)) or (0,)
 
 
-def config_dims(io: Any) -> list[int]:
+def config_dims(io: ModelInput | ModelOutput) -> list[int]:
     return list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
 
 
@@ -152,5 +155,5 @@ def plan_facts(model: ModelEntry) -> tuple[PlanFacts, ...]:
     facts = model.facts
     if key not in facts:
         facts[key] = _plan_facts(model, capabilities)
-    return facts[key]
+    return cast("tuple[PlanFacts, ...]", facts[key])  # put there by the line above
 

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from repo_builder import dtypes
 from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.shapes import TYPE_INVALID, WILDCARD, dims_text
 
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import DataType, ModelInput, ModelWarmup
+
 WARMUP_FOLDER = "warmup"
 
 
-def warmup_input_count_problem(model_name: str, declared: Sequence[object], fed: Iterable[str]) -> str | None:
+def warmup_input_count_problem(model_name: str, declared: Sequence[ModelInput], fed: Iterable[str]) -> str | None:
     """Core's input count check (``InferenceRequest::Normalize``) on a warmup request, or None.
 
     Only warmup inputs that are model inputs count (others become override inputs); the request fails
@@ -38,7 +42,7 @@ def warmup_input_count_problem(model_name: str, declared: Sequence[object], fed:
 
 
 
-def _protocol_name(data_type: int) -> str:
+def _protocol_name(data_type: DataType.ValueType) -> str:
     """Core's DataTypeToProtocolString (``TYPE_STRING`` -> ``BYTES``)."""
     from tritonclient.grpc import model_config_pb2 as pb  # deferred package: only the protobuf classes
 
@@ -47,7 +51,7 @@ def _protocol_name(data_type: int) -> str:
 
 
 def warmup_request_problem(
-    model_name: str, max_batch_size: int, input_name: str, spec: object, declared: object
+    model_name: str, max_batch_size: int, input_name: str, spec: ModelWarmup.Input, declared: ModelInput
 ) -> str | None:
     """Core's per-input checks (``InferenceRequest::Normalize``) on one warmup input fed to model input
     ``declared``, or None: data type first, then dims.

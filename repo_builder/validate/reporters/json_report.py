@@ -28,11 +28,12 @@ SCHEMA_FILE = "report.schema.json"
 def report_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the document ``render_json`` writes."""
     text = resources.files(__package__).joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)  # the file is a JSON object
+    return schema
 
 
 def _diagnostic_json(d: Diagnostic) -> dict[str, Any]:
-    out = {
+    out: dict[str, Any] = {
         "code": d.code,
         "rule": d.rule,
         "severity": d.severity.value,

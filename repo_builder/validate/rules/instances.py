@@ -7,6 +7,7 @@ for a CPU fleet), never the machine validate happens to run on.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from repo_builder.validate.analysis.backends import Device, backend_info
 from repo_builder.validate.analysis.devices import (
@@ -28,6 +29,9 @@ from repo_builder.validate.records import (
     rule,
 )
 
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInstanceGroup
+
 # Triton's default TRITON_MIN_COMPUTE_CAPABILITY, printed with std::to_string in its GPU message.
 MIN_COMPUTE_CAPABILITY = "6.000000"
 # How a backend names itself when it refuses an instance kind (openvino_backend src/openvino.cc,
@@ -38,7 +42,7 @@ _KIND_LABEL = {KIND_CPU: "KIND_CPU", KIND_GPU: "KIND_GPU", KIND_MODEL: "KIND_MOD
 _DEVICE_LABEL = {Device.CPU: "CPU", Device.GPU: "GPU", Device.MODEL: "MODEL"}
 
 
-def _group_name(cfg: object, index: int, name: str) -> str:
+def _group_name(cfg: ModelConfig, index: int, name: str) -> str:
     group = cfg.instance_group[index]
     return group.name or f"{name}_{index}"
 
@@ -107,7 +111,7 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool, gpu_count: in
     """
     resolved = resolve_backend(model)
     info = backend_info(resolved.backend, resolved.platform)
-    if info is None:
+    if info is None or model.config is None:
         return
     name = config_name(model)
     for index, group in enumerate(model.config.instance_group):
@@ -127,7 +131,7 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool, gpu_count: in
         )
 
 
-def _group_problems(prefix: str, group: object, kind: int, options: ValidateOptions, model: ModelEntry) -> Iterator[Finding]:
+def _group_problems(prefix: str, group: ModelInstanceGroup, kind: int, options: ValidateOptions, model: ModelEntry) -> Iterator[Finding]:
     gpu_present = options.gpu_present
     if kind in (KIND_CPU, KIND_MODEL) and group.gpus:
         label = "KIND_CPU" if kind == KIND_CPU else "KIND_MODEL"

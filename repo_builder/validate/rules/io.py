@@ -9,6 +9,7 @@ missing ``data_type`` or ``dims`` is an error under ``--strict`` or for a backen
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, cast
 
 from repo_builder.validate.analysis.autocomplete import declared_io_filled
 from repo_builder.validate.analysis.enums import INVALID_PROTOCOL_NAME, enum_name, is_named
@@ -23,6 +24,9 @@ from repo_builder.validate.analysis.shapes import (
     io_shape_problems,
 )
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import BatchOutput, ModelInput, ModelOutput
 
 
 @rule("RB202", "io-data-type-and-dims", field="input")
@@ -75,7 +79,7 @@ def _unknown_type_finding(kind: str, tensor: str, number: int, name: str) -> Fin
     )
 
 
-def _missing_fields(io: object) -> list[str]:
+def _missing_fields(io: ModelInput | ModelOutput) -> list[str]:
     missing = []
     if io.data_type == TYPE_INVALID:
         missing.append("data_type")
@@ -143,7 +147,7 @@ def check_io_features(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     name = config_name(model)
     tensorrt = model_backend(model) == "tensorrt"
     for kind, io in config_ios(model):
-        if kind == "model input" and io.format in (FORMAT_NHWC, FORMAT_NCHW) and len(io.dims) != 3:
+        if kind == "model input" and cast("ModelInput", io).format in (FORMAT_NHWC, FORMAT_NCHW) and len(io.dims) != 3:
             yield Finding(
                 f"model input NHWC/NCHW require 3 dims for {name}",
                 hint=f"input '{io.name}' has {len(io.dims)}",
@@ -224,7 +228,7 @@ def check_batch_io(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
         yield from _batch_output_problems(b, enum_name(pb.BatchOutput.Kind, b.kind), inputs, outputs, name)
 
 
-def _batch_output_problems(b: object, kind: str, inputs: set[str], outputs: set[str], name: str) -> Iterator[Finding]:
+def _batch_output_problems(b: BatchOutput, kind: str, inputs: set[str], outputs: set[str], name: str) -> Iterator[Finding]:
     if len(b.source_input) != 1:
         yield Finding(f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)} for {name}")
     for source in b.source_input:

@@ -149,7 +149,7 @@ def check_non_utf8_name(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding
             path=model.path,
             hint="rename the folder with ASCII or UTF-8 characters",
         )
-    names = [(f.name, model.path, None) for f in model.files]
+    names: list[tuple[str, Path, int | None]] = [(f.name, model.path, None) for f in model.files]
     for v in model.versions:
         names.extend((f.name, v.path, v.number) for f in v.files)
     if is_utf8("".join(n for n, _, _ in names)):  # one check for the common case

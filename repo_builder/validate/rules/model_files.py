@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from repo_builder.compile_recipe import RECIPE_FILE
 from repo_builder.triton_layout import MAX_PYTHON_BYTES
@@ -135,7 +136,7 @@ def check_model_file_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
     """
     resolved = _needs_file(model, ctx)
     names = loaded_file_names(model, resolved) if resolved is not None else ()
-    if not names:
+    if resolved is None or not names:
         return
     for number in versions_to_load(model):
         v = version_folder(model, number)
@@ -150,7 +151,7 @@ def check_model_file_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
                 # an IR model reads <stem>.bin; ONNX (or other formats OpenVINO reads) carries its weights
                 yield from _openvino_weights(model, v, number, found, resolved)
             continue
-        yield _missing_file_finding(model, v, number, names, reasons[0], resolved)
+        yield _missing_file_finding(model, v, number, names, cast(str, reasons[0]), resolved)  # no None: any() above
 
 
 @rule("RB406", "cc-model-filenames-invalid", field="cc_model_filenames")

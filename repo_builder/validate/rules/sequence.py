@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from repo_builder.validate.analysis.devices import KIND_GPU
 from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import WILDCARD
-from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, rule
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, VersionDir, rule
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelSequenceBatching
 
 CONTROL_START, CONTROL_END, CONTROL_READY, CONTROL_CORRID = 0, 1, 2, 3
 BOOLEAN_CONTROLS = (CONTROL_START, CONTROL_END, CONTROL_READY)
@@ -22,7 +26,7 @@ def _kind_name(kind: int) -> str:
     return enum_name(pb.ModelSequenceBatching.Control.Kind, kind)
 
 
-def _control_problems(cfg: object, name: str) -> Iterator[str]:
+def _control_problems(cfg: ModelConfig, name: str) -> Iterator[str]:
     """Core's Get{Boolean,Typed}SequenceControlProperties for every control kind."""
     controls = cfg.sequence_batching.control_input
     for kind in (*BOOLEAN_CONTROLS, CONTROL_CORRID):
@@ -48,7 +52,7 @@ def _control_problems(cfg: object, name: str) -> Iterator[str]:
                     yield problem
 
 
-def _control_value_problem(c: object, kind: int, name: str) -> str | None:
+def _control_value_problem(c: ModelSequenceBatching.Control, kind: int, name: str) -> str | None:
     """What is wrong with one control's values (core's Get{Boolean,Typed}SequenceControlProperties)."""
     given = [n for n in ("int32_false_true", "fp32_false_true", "bool_false_true") if len(getattr(c, n))]
     if kind == CONTROL_CORRID:
@@ -160,7 +164,7 @@ def check_sequence_state(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
         yield from _initial_state_data(model, state, folder)
 
 
-def _initial_state_problem(state: object, seen: set[str]) -> str | None:
+def _initial_state_problem(state: ModelSequenceBatching.State, seen: set[str]) -> str | None:
     """Core's checks of one ``initial_state`` against its state, in core's order (the first one wins)."""
     sname, init = state.input_name, state.initial_state[0]
     if init.data_type != state.data_type:
@@ -178,7 +182,7 @@ def _initial_state_problem(state: object, seen: set[str]) -> str | None:
     return None
 
 
-def _initial_state_data(model: ModelEntry, state: object, folder: object) -> Iterator[Finding]:
+def _initial_state_data(model: ModelEntry, state: ModelSequenceBatching.State, folder: VersionDir | None) -> Iterator[Finding]:
     sname, init = state.input_name, state.initial_state[0]
     for got, want in zip(init.dims, state.dims, strict=True):
         if got == WILDCARD:

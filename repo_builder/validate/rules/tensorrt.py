@@ -7,7 +7,7 @@ and TensorRT (only the plan Triton would load on that GPU), else ``plan.json``, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from repo_builder.compile_recipe import RECIPE_FILE, read_recipe
 from repo_builder.errors import UserError
@@ -31,6 +31,9 @@ from repo_builder.validate.analysis.tensorrt_plans import (
     used_profiles,
 )
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
 
 _DATA_TYPE_NAMES: dict[int, str] = {}
 
@@ -121,7 +124,7 @@ def max_batch_within_profile(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
             )
 
 
-def _dim_findings(facts: PlanFacts, kind: str, io: Any, tensor: EngineTensor, batch: int, used: tuple[int, ...]) -> Iterator[Finding]:
+def _dim_findings(facts: PlanFacts, kind: str, io: ModelInput | ModelOutput, tensor: EngineTensor, batch: int, used: tuple[int, ...]) -> Iterator[Finding]:
     dims = config_dims(io)
     if len(dims) + batch != len(tensor.shape):
         note = " (the batch axis is not listed in dims when max_batch_size > 0)" if batch else ""
@@ -217,7 +220,7 @@ def dtype_matches_engine(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
                     )
 
 
-def _bound_names(config: Any) -> tuple[set[str], set[str]]:
+def _bound_names(config: ModelConfig) -> tuple[set[str], set[str]]:
     """Engine tensors the backend binds besides ``input``/``output``: batch IO, sequence controls and states."""
     inputs = {name for b in config.batch_input for name in b.target_name}
     outputs = {name for b in config.batch_output for name in b.target_name}

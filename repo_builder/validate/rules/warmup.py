@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from repo_builder import dtypes
 from repo_builder.validate.analysis.autocomplete import io_autocompleted
@@ -18,10 +18,13 @@ from repo_builder.validate.analysis.warmup import (
     warmup_input_count_problem,
     warmup_request_problem,
 )
-from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, VersionDir, rule
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInput, ModelWarmup
 
 
-def _warmup_file_size(model: ModelEntry, warmup_dir: object, filename: str) -> int | None:
+def _warmup_file_size(model: ModelEntry, warmup_dir: VersionDir | None, filename: str) -> int | None:
     """Size of a file in the model's warmup/ folder from the scan (a nested path is looked up directly)."""
     if warmup_dir is None or not filename:
         return None
@@ -94,14 +97,14 @@ class _Warmup:
     """What every sample of one model is checked against."""
 
     model: ModelEntry
-    cfg: Any
-    inputs: dict[str, Any]
+    cfg: ModelConfig
+    inputs: dict[str, ModelInput]
     controls: frozenset[str]
-    folder: Any
+    folder: VersionDir | None
     inputs_final: bool
 
 
-def _spec_findings(sample: str, input_name: str, spec: Any) -> Iterator[Finding]:
+def _spec_findings(sample: str, input_name: str, spec: ModelWarmup.Input) -> Iterator[Finding]:
     if spec.WhichOneof("input_data_type") is None:
         yield Finding(f"warmup setting expects input '{input_name}' to have input_data_type set")
     if spec.data_type == TYPE_INVALID:
@@ -110,7 +113,7 @@ def _spec_findings(sample: str, input_name: str, spec: Any) -> Iterator[Finding]
         yield Finding(f"warmup setting expects all variable-size dimensions are specified for input '{input_name}'")
 
 
-def _input_findings(w: _Warmup, sample: str, input_name: str, spec: Any) -> Iterator[Finding]:
+def _input_findings(w: _Warmup, sample: str, input_name: str, spec: ModelWarmup.Input) -> Iterator[Finding]:
     from tritonclient.grpc import model_config_pb2 as pb  # deferred package: only the protobuf classes
 
     yield from _spec_findings(sample, input_name, spec)
@@ -136,7 +139,7 @@ def _input_findings(w: _Warmup, sample: str, input_name: str, spec: Any) -> Iter
         )
 
 
-def _data_file_findings(w: _Warmup, input_name: str, spec: Any) -> Iterator[Finding]:
+def _data_file_findings(w: _Warmup, input_name: str, spec: ModelWarmup.Input) -> Iterator[Finding]:
     from tritonclient.grpc import model_config_pb2 as pb  # deferred package: only the protobuf classes
 
     filename = spec.input_data_file
