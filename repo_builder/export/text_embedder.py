@@ -41,7 +41,7 @@ from repo_builder.export.text_classifier import (
     parity_shapes,
     select_input_names,
 )
-from repo_builder.spec import OnnxArtifact
+from repo_builder.spec import OnnxArtifact, ParityResult
 
 TASK = "text-embedding"
 OUTPUT_NAME = "embedding"
@@ -88,7 +88,7 @@ def export_text_embedder(
                                 type_vocab_size=type_vocab_size, pad_token_id=pad_id, seed=0)
         export_checked(steps, wrapper, [torch.from_numpy(example[n]) for n in input_names], onnx_path, input_names=input_names,
                        output_names=[OUTPUT_NAME], dynamic_axes=dynamic_axes, opset=opset)
-        parity = ()
+        parity: tuple[ParityResult, ...] = ()
         if check_parity:
             cases = text_cases(input_names, parity_shapes(length), vocab_size=vocab_size, type_vocab_size=type_vocab_size,
                                pad_token_id=pad_id)

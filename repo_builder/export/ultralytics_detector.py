@@ -86,7 +86,7 @@ def read_detector_onnx(path: Path) -> DetectorOnnx:
     names = _names(_literal(meta["names"], "names", origin), num_classes, origin) if "names" in meta else ()
     stride = int(meta.get("stride", "32")) if str(meta.get("stride", "32")).isdigit() else 32
     imgsz = _literal(meta["imgsz"], "imgsz", origin) if "imgsz" in meta else None
-    fixed = tuple(int(v) for v in imgsz) if isinstance(imgsz, list | tuple) and len(imgsz) == 2 else None
+    fixed = (int(imgsz[0]), int(imgsz[1])) if isinstance(imgsz, list | tuple) and len(imgsz) == 2 else None
     dynamic_hw = isinstance(height, str) and isinstance(width, str)
     if not dynamic_hw:
         fixed = (int(height), int(width))

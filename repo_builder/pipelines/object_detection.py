@@ -84,10 +84,11 @@ def parse_classes(text: str | None) -> tuple[int, ...] | None:
 
 def detection_choices(params: Mapping[str, Any]) -> DetectionChoices:
     defaults = DetectionChoices()
+    conf, iou, max_det = params.get("conf"), params.get("iou"), params.get("max_det")
     return DetectionChoices(
-        conf=float(params.get("conf") if params.get("conf") is not None else defaults.conf),
-        iou=float(params.get("iou") if params.get("iou") is not None else defaults.iou),
-        max_det=int(params.get("max_det") if params.get("max_det") is not None else defaults.max_det),
+        conf=float(conf) if conf is not None else defaults.conf,
+        iou=float(iou) if iou is not None else defaults.iou,
+        max_det=int(max_det) if max_det is not None else defaults.max_det,
         classes=parse_classes(params.get("classes")),
         agnostic=bool(params.get("agnostic")),
     )
@@ -247,7 +248,7 @@ def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, st
             return write_detector_export(folder, onnx_path, imgsz=imgsz, labels=labels, source={"onnx": str(onnx_path.resolve())})
 
         return FamilyJob(export=export, record={**record, "model": str(onnx_path.resolve())}, describe=f"reading {onnx_path.name}")
-    checkpoint = Path(model)
+    checkpoint = Path(str(model))  # not None: exactly one of --model and --from-onnx was checked above
     if not checkpoint.is_file():
         raise UserError(f"--model {checkpoint}: no such file; pass an Ultralytics detection checkpoint (.pt)")
 
@@ -277,14 +278,14 @@ def run_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtif
     imgsz = params.get("imgsz")
     if onnx_file is not None:
         read_detector_onnx(Path(onnx_file))  # its one-line errors before anything is written
-    elif not Path(model).is_file():
+    elif not Path(str(model)).is_file():
         raise UserError(f"--model {model}: no such file; pass an Ultralytics detection checkpoint (.pt)")
     with staged_output(settings.out) as folder:
         if onnx_file is not None:
             artifact = write_detector_export(folder, Path(onnx_file), imgsz=imgsz, labels=labels,
                                              source={"onnx": str(Path(onnx_file).resolve())})
         else:
-            artifact = export_ultralytics_checkpoint(folder, Path(model), imgsz=imgsz, labels=labels)
+            artifact = export_ultralytics_checkpoint(folder, Path(str(model)), imgsz=imgsz, labels=labels)
     final = settings.out / artifact.onnx_path.name
     return OnnxArtifact(onnx_path=final, signature_path=settings.out / artifact.signature_path.name,
                         signature=artifact.signature, labels=artifact.labels)

@@ -32,7 +32,7 @@ from repo_builder.spec import OnnxArtifact
 
 __all__ = ["FAMILIES", "Family", "FamilyJob", "FamilyOption", "build_family", "family", "prepare_family"]
 
-_CLASSIFIER = {"signature_keys": ("preprocess",), "shared_options": ("labels", "top_k")}
+_CLASSIFIER: dict[str, Any] = {"signature_keys": ("preprocess",), "shared_options": ("labels", "top_k")}
 
 FAMILIES: dict[str, Family] = {
     f.command: f

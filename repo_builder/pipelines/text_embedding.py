@@ -194,7 +194,8 @@ def sentence_transformer(model: Path, record: Mapping[str, Any] | None = None, t
         return st.SentenceTransformer(str(model), device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        from sentence_transformers import models
+        # sentence-transformers 6 provides `models` lazily (the deprecation silenced above); its stubs do not list it.
+        from sentence_transformers import models  # type: ignore[attr-defined]
     encoder = models.Transformer(str(model), max_seq_length=record.get("max_length") or None)
     modules = [encoder, models.Pooling(_dimension(encoder), pooling_mode=str(record.get("pooling") or "mean"))]
     if record.get("normalize"):

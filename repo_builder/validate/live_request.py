@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from repo_builder import dtypes
 from repo_builder.errors import UserError
 from repo_builder.triton.synthesize import request_shape, synthesize_input
+from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.live_samples import Answer, family_sample
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def parse_input_file(value: str, option: str = "--input") -> InputFile:
 
 @dataclass(frozen=True)
 class LiveRequest:
-    inputs: Mapping[str, np.ndarray]
+    inputs: Mapping[str, np.ndarray[Any, Any]]
     datatypes: Mapping[str, str]
     kind: str  # a RequestKind value
     description: str  # "a real request (a JPEG photo, image-classification)", "a synthesized request"
@@ -82,7 +83,7 @@ def _read(file: InputFile) -> bytes:
         raise UserError(f"--input {file.path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def _from_files(tensor: Any, config: Any, files: Sequence[InputFile], batch: int) -> tuple[np.ndarray, str]:
+def _from_files(tensor: Any, config: Any, files: Sequence[InputFile], batch: int) -> tuple[np.ndarray[Any, Any], str]:
     import numpy as np  # --live needs the serve extra, which brings numpy
 
     dtype = dtypes.from_triton(_type_name(tensor.data_type))
@@ -120,7 +121,7 @@ def plan_request(model: str, config: Any, task: str | None, files: Sequence[Inpu
         by_name = {t.name: [f for f in mine if f.name == t.name] for t in config.input}
         batch = max(len(v) for v in by_name.values()) if config.max_batch_size > 0 else 1
         kind, description, check = RequestKind.FILES, "a real request (the --input files)", None
-        real: dict[str, tuple[np.ndarray, str]] = {
+        real: dict[str, tuple[np.ndarray[Any, Any], str]] = {
             t.name: _from_files(t, config, by_name[t.name], batch) for t in config.input if by_name[t.name]
         }
     elif sample is not None and string_input is not None:
@@ -142,7 +143,7 @@ def plan_request(model: str, config: Any, task: str | None, files: Sequence[Inpu
     return LiveRequest(arrays, wires, kind, description, batch, check)
 
 
-def _rows(tensor: Any, config: Any, rows: Sequence[bytes]) -> tuple[np.ndarray, str]:
+def _rows(tensor: Any, config: Any, rows: Sequence[bytes]) -> tuple[np.ndarray[Any, Any], str]:
     import numpy as np  # --live needs the serve extra, which brings numpy
 
     shape = request_shape(list(tensor.dims), config.max_batch_size, len(rows))
@@ -187,4 +188,4 @@ def _numpy_name(dtype: dtypes.DType) -> str:
 def _type_name(value: int) -> str:
     from tritonclient.grpc import model_config_pb2  # light, but only --live needs it here
 
-    return model_config_pb2.DataType.Name(value)
+    return enum_name(model_config_pb2.DataType, value)  # never raises on a number the proto does not name

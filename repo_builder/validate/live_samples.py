@@ -23,7 +23,7 @@ from repo_builder.validate.analysis.manifest import MANIFEST_FILE, MAX_MANIFEST_
 if TYPE_CHECKING:
     import numpy as np
 
-Answer = Mapping[str, "np.ndarray"]
+Answer = Mapping[str, "np.ndarray[Any, Any]"]
 TEXTS = (
     b"The film was a delight from start to finish, and the cast was wonderful.",
     b"Shipping took three weeks and the box arrived damaged.",
@@ -99,7 +99,8 @@ def recorded_tasks(root: Path) -> dict[str, str]:
             continue
         versions = entry.get("versions")
         numbered = sorted((k for k in versions if k.isdigit()), key=int) if isinstance(versions, dict) else []
-        settings = versions[numbered[-1]].get("settings") if numbered and isinstance(versions[numbered[-1]], dict) else None
+        latest = versions[numbered[-1]] if numbered and isinstance(versions, dict) else None
+        settings = latest.get("settings") if isinstance(latest, dict) else None
         task = settings.get("pipeline") if isinstance(settings, dict) else None
         if isinstance(task, str):
             tasks[str(name)] = task

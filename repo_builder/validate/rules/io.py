@@ -224,8 +224,8 @@ def check_batch_io(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
         for source in b.source_input:
             if source not in inputs:
                 yield Finding(f"unknown source input name '{source}' for {name}")
-    for b in cfg.batch_output:
-        yield from _batch_output_problems(b, enum_name(pb.BatchOutput.Kind, b.kind), inputs, outputs, name)
+    for bo in cfg.batch_output:
+        yield from _batch_output_problems(bo, enum_name(pb.BatchOutput.Kind, bo.kind), inputs, outputs, name)
 
 
 def _batch_output_problems(b: BatchOutput, kind: str, inputs: set[str], outputs: set[str], name: str) -> Iterator[Finding]:
