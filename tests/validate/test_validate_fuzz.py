@@ -284,6 +284,22 @@ def _snapshot(folder: Path, skip: Path) -> dict[str, tuple[int, int, str]]:
     return out
 
 
+# The child reports its own peak (VmHWM of the process after exec) as it exits: wait4's ru_maxrss also counts
+# the parent's pages the forked child held before exec, so inside a big pytest process it measures pytest.
+PEAK_WRAPPER = """
+import atexit, runpy, sys
+peak_file = sys.argv[1]
+def _peak():
+    with open('/proc/self/status') as status:
+        kb = next(int(line.split()[1]) for line in status if line.startswith('VmHWM:'))
+    with open(peak_file, 'w') as out:
+        out.write(str(kb))
+atexit.register(_peak)
+sys.argv = ['repo-builder', *sys.argv[2:]]
+runpy.run_module('repo_builder.cli.main', run_name='__main__')
+"""
+
+
 def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
 
@@ -305,7 +321,8 @@ def run_validate(repo: Path, out: Path, scratch: Path) -> Run:
         **os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(home),
         "TMPDIR": str(home), "XDG_CACHE_HOME": str(home), "GITHUB_WORKSPACE": str(scratch), "LC_ALL": "C.UTF-8",
     }
-    argv = [sys.executable, "-m", "repo_builder.cli.main", "validate", os.fsdecode(bytes(repo)), "--format", "text",
+    peak_file = out / "peak_kb"
+    argv = [sys.executable, "-c", PEAK_WRAPPER, str(peak_file), "validate", os.fsdecode(bytes(repo)), "--format", "text",
             "--format", f"json={out / 'r.json'}", "--format", f"sarif={out / 'r.sarif'}",
             "--format", f"junit={out / 'r.xml'}", "--format", f"github={out / 'r.github'}"]
     trace_file = out / "strace.txt"
@@ -330,7 +347,8 @@ def run_validate(repo: Path, out: Path, scratch: Path) -> Run:
     seconds = time.monotonic() - start
     stdout, stderr = (out / "stdout").read_bytes(), (out / "stderr").read_bytes()
     trace = trace_file.read_text(errors="replace") if trace_file.exists() else ""
-    return Run(proc.returncode, stdout, stderr, seconds, usage.ru_maxrss * 1024, trace)
+    peak = int(peak_file.read_text()) if peak_file.exists() else usage.ru_maxrss
+    return Run(proc.returncode, stdout, stderr, seconds, peak * 1024, trace)
 
 
 def _under(path: str, folder: Path) -> bool:
