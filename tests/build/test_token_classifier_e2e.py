@@ -166,3 +166,26 @@ def test_reference_runner_passes_when_checking_a_built_ner_ensemble(ner_repo: Pa
 
     report = check_reference(ner_repo, model=ner_dir, ensemble="ner_first")  # its own server, options from the manifest
     assert report.passed and report.family == "token-classifier" and report.cases >= 200, report.to_json()
+
+
+def test_reference_check_fails_when_compared_with_another_checkpoint(ner_server: Any, ner_repo: Path, tmp_path: Path) -> None:
+    from repo_builder.export.tiny_token_classifier import make_tiny_token_classifier
+
+    other = make_tiny_token_classifier(tmp_path / "other", seed=1)  # same vocabulary and labels, other weights
+    report = REFERENCE.check(reference_run(ner_server, ner_repo, "ner_simple", other))
+    assert not report.passed and report.figures["mismatched_texts"] > 0 and report.failures
+
+
+def test_bench_reports_served_texts_beside_the_pipeline_when_reference_asked(ner_dir: Path, tmp_path: Path, capsys: Any) -> None:
+    repo = tmp_path / "repo"
+    assert build(["--model", str(ner_dir), "--out", str(repo), "--no-parity"]) == 0
+    figures = tmp_path / "bench.json"
+    capsys.readouterr()
+    code = main(["bench", str(repo), "--reference", "--concurrency", "1,4", "--seconds", "0.5", "--warmup", "0.2",
+                 "--threads", "1", "--json", str(figures)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    reference = json.loads(figures.read_text())["models"][0]["reference"]
+    assert reference["family"] == "token-classifier" and reference["in_process"]["threads"] == 1
+    assert reference["in_process"]["best_items_per_s"] > 0 and reference["in_process"]["p99_ms"] >= reference["in_process"]["p50_ms"] > 0
+    assert set(reference["served_over_in_process"]) == {"1", "4"} and all(r > 0 for r in reference["served_over_in_process"].values())
