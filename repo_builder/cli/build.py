@@ -165,7 +165,7 @@ def family_command(chosen: Family) -> click.Command:
     callback.__doc__ = chosen.summary
     for decorate in reversed(decorators):
         callback = decorate(callback)
-    return click.command(name=chosen.command, help=chosen.summary)(callback)
+    return click.command(name=chosen.command, help=chosen.summary, short_help=chosen.short_help)(callback)
 
 
 @click.group(name="build")

@@ -63,7 +63,7 @@ def family_command(chosen: Family, spec: FamilyExport) -> click.Command:
 
     for decorate in reversed([*(family_option(o) for o in spec.options), _common_options]):
         callback = decorate(callback)
-    return click.command(name=chosen.command, help=spec.summary)(callback)
+    return click.command(name=chosen.command, help=spec.summary, short_help=chosen.short_help)(callback)
 
 
 for _family in FAMILIES.values():

@@ -164,3 +164,8 @@ class Family:
     signature_keys: tuple[str, ...] = ()  # metadata keys of signature.json its export writes and render reads
     shared_options: tuple[str, ...] = ()  # of SHARED_OPTIONS: the shared build options it reads
     reference: FamilyReference | None = None  # its reference check and bench reference
+    title: str = ""  # one line for `build --help` / `export --help` listings (default: summary up to its first ': ')
+
+    @property
+    def short_help(self) -> str:
+        return self.title or self.summary.split(": ", 1)[0]

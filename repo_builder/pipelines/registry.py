@@ -51,6 +51,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             command="image-classifier",
+            title="Any torchvision classifier, or your fine-tuned .pt",
             task="image-classification",
             summary="Any torchvision classifier (torchvision:NAME) or your fine-tuned one (PATH.pt): "
             "encoded image bytes in, top-k labels out; resize/crop/mean/std from the weights' own transforms.",
@@ -84,6 +85,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             command="object-detector",
+            title="An Ultralytics YOLO detector (ONNX or .pt)",
             task="object-detection",
             summary="An Ultralytics detector (YOLOv5u/v8/v11/v12 head; --from-onnx or a .pt through Ultralytics' exporter): "
             "encoded image bytes in, boxes in original pixels, scores, class ids and names out, as its predict computes them.",
