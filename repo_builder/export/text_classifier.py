@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import inspect
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +13,25 @@ from repo_builder.export.flow import (
     export_checked,
     exported_artifact,
     write_export_signature,
+)
+from repo_builder.export.hf_checkpoint import (
+    HEAD_SEED,
+    INPUT_DTYPE,
+    PAD_TO_MULTIPLE_OF,
+    TOKENIZER_DIR,
+    TRACE_SHAPE,
+    check_model_dir,
+    folder_weights_sha256,
+    label_names,
+    load_config,
+    load_tokenizer,
+    logits_only,
+    one_line,
+    parity_shapes,
+    quiet_transformers,
+    resolve_max_length,
+    save_tokenizer,
+    select_input_names,
 )
 from repo_builder.export.hub_model import resolve_model
 from repo_builder.export.parity import (
@@ -33,20 +48,9 @@ from repo_builder.export.signature_build import (
     write_labels,
 )
 from repo_builder.export.staging import staged_output
-from repo_builder.fsutil import sha256_file
 from repo_builder.spec import OnnxArtifact, ParityResult
 
-TOKENIZER_DIR = "tokenizer"
 OUTPUT_NAME = "logits"
-# Graph inputs in this order; a model gets only those its tokenizer emits and its forward() accepts.
-KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-# int64: what tokenizers return and torch embeddings index with, so the graph needs no Cast; recorded in
-# signature.json so Triton configs say TYPE_INT64 (the classic INT32-vs-INT64 mismatch cannot happen).
-INPUT_DTYPE = "int64"
-HEAD_SEED = 0  # an untrained classification head is initialised from this seed: reproducible exports
-TRACE_SHAPE = (2, 16)
-PAD_TO_MULTIPLE_OF = 8
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 
 
 def export_text_classifier(
@@ -70,18 +74,18 @@ def export_text_classifier(
     torch = require("torch", "export", "text-classifier export")
     require("transformers", "export", "text-classifier export")
     opset = check_opset(opset)
-    model_dir = _check_model_dir(resolve_model(model_dir))  # a folder, or a Hub id (cache, then download)
+    model_dir = check_model_dir(resolve_model(model_dir))  # a folder, or a Hub id (cache, then download)
     steps = steps or Steps(progress)
     with steps.step(f"loading {model_dir.name}"):
-        _load_config(model_dir)  # its one-line errors first (unknown model_type ...)
+        load_config(model_dir)  # its one-line errors first (unknown model_type ...)
         model, newly_initialized = _load_model(model_dir, new_head)
         config = model.config  # with --new-head, its id2label is the new head's
-        tokenizer = _load_tokenizer(model_dir)
+        tokenizer = load_tokenizer(model_dir)
     _require_head(model_dir, newly_initialized, new_head)
     input_names = select_input_names(model, tokenizer)
-    length = _resolve_max_length(config, tokenizer, max_length)
+    length = resolve_max_length(config, tokenizer, max_length)
     labels = label_names(config)
-    wrapper = _LogitsOnly.create(torch, model, input_names)
+    wrapper = logits_only(torch, model, input_names)
     vocab_size = int(getattr(config, "vocab_size", 0) or len(tokenizer))
     type_vocab_size = int(getattr(config, "type_vocab_size", 2) or 1)
     pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
@@ -120,7 +124,7 @@ def export_text_classifier(
             )
             parity = check_parity_step(steps, onnx_path, torch_reference(wrapper, input_names), cases, tolerance)
         tokenizer_dir = staging / TOKENIZER_DIR
-        _save_tokenizer(tokenizer, tokenizer_dir)
+        save_tokenizer(tokenizer, tokenizer_dir)
         written_labels = write_labels(labels, staging / LABELS_FILE)
         metadata: dict[str, Any] = {
             "task": "text-classification",
@@ -152,90 +156,6 @@ def export_text_classifier(
         }
         signature = write_export_signature(staging, onnx_path, dynamic_axes, metadata, parity)
     return exported_artifact(out_dir, signature, written_labels, tokenizer_dir=TOKENIZER_DIR)
-
-
-def parity_shapes(max_length: int) -> list[tuple[int, int]]:
-    """(batch, sequence): one sequence at the maximum length, a mid batch, the largest batch at an odd length."""
-    return [(1, max_length), (4, min(32, max_length)), (8, min(13, max_length))]
-
-
-class _LogitsOnly:
-    """Builds a torch module calling the HF model with keyword inputs in a fixed order, returning logits."""
-
-    @staticmethod
-    def create(torch: Any, model: Any, input_names: list[str]) -> Any:
-        class LogitsOnly(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
-
-            def forward(self, *inputs: Any) -> Any:
-                return self.model(**dict(zip(input_names, inputs, strict=True)), return_dict=True).logits
-
-        return LogitsOnly().eval()
-
-
-def _check_model_dir(model_dir: Path) -> Path:
-    if not model_dir.exists():
-        raise UserError(
-            f"--model {model_dir}: no such folder; give a Hugging Face model folder (save_pretrained)"
-        )
-    if not model_dir.is_dir():
-        raise UserError(
-            f"--model {model_dir}: is a file; give the Hugging Face model folder that holds config.json"
-        )
-    if not (model_dir / "config.json").is_file():
-        raise UserError(f"--model {model_dir}: no config.json; give a folder written by save_pretrained")
-    return model_dir
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' load-report logging and progress bars; what matters goes into the signature."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return (text[:300] + "...") if len(text) > 300 else (text or type(exc).__name__)
-
-
-def _load_config(model_dir: Path) -> Any:
-    import transformers
-    from transformers import AutoConfig
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    config_file = model_dir / "config.json"
-    try:
-        raw = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"{config_file}: not a readable JSON config ({_one_line(exc)})") from None
-    model_type = raw.get("model_type") if isinstance(raw, dict) else None
-    if not isinstance(model_type, str) or not model_type:
-        raise UserError(f"{config_file}: has no 'model_type'; re-save the model with save_pretrained")
-    if model_type not in CONFIG_MAPPING:
-        raise UserError(
-            f"{config_file}: unknown architecture model_type '{model_type}' "
-            f"(transformers {transformers.__version__} does not know it)"
-        )
-    try:
-        with _quiet_transformers():
-            return AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
-    except Exception as exc:  # JSON, unknown model_type and I/O errors surface as several types
-        raise UserError(
-            f"--model {model_dir}: unreadable or unsupported config.json ({_one_line(exc)})"
-        ) from None
 
 
 def _require_head(model_dir: Path, newly_initialized: Sequence[str], new_head: Sequence[str] | None) -> None:
@@ -276,14 +196,14 @@ def _load_model(model_dir: Path, new_head: Sequence[str] | None = None) -> tuple
     # Eager attention traces to plain MatMul/Softmax that ONNX Runtime and TensorRT both fuse; SDPA traces
     # too but adds NaN guards. Parity below compares against this same module.
     try:
-        with _quiet_transformers(), torch.random.fork_rng(devices=[]):
+        with quiet_transformers(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(HEAD_SEED)
             model, info = AutoModelForSequenceClassification.from_pretrained(
                 str(model_dir), local_files_only=True, attn_implementation="eager", output_loading_info=True,
                 **_head_kwargs(new_head),
             )
     except ValueError as exc:
-        message = _one_line(exc)
+        message = one_line(exc)
         if "Unrecognized configuration class" in message or "model type" in message.lower():
             raise UserError(
                 f"--model {model_dir}: this architecture has no sequence-classification model in transformers "
@@ -291,7 +211,7 @@ def _load_model(model_dir: Path, new_head: Sequence[str] | None = None) -> tuple
             ) from None
         raise UserError(f"--model {model_dir}: cannot load the model ({message})") from None
     except Exception as exc:  # missing/corrupt weights: OSError, SafetensorError, pickle errors ...
-        raise UserError(f"--model {model_dir}: cannot load the model weights ({_one_line(exc)})") from None
+        raise UserError(f"--model {model_dir}: cannot load the model weights ({one_line(exc)})") from None
     replaced = [str(item[0]) for item in info.get("mismatched_keys", [])]
     return model.eval().float(), sorted(set(info.get("missing_keys", [])) | set(replaced))
 
@@ -305,75 +225,3 @@ def _head_kwargs(new_head: Sequence[str] | None) -> dict[str, Any]:
             "ignore_mismatched_sizes": True}
 
 
-def _load_tokenizer(model_dir: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    try:
-        with _quiet_transformers():
-            tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True, use_fast=True)
-    except Exception as exc:
-        raise UserError(f"--model {model_dir}: cannot load its tokenizer ({_one_line(exc)})") from None
-    if not getattr(tokenizer, "is_fast", False) or getattr(tokenizer, "backend_tokenizer", None) is None:
-        raise UserError(
-            f"--model {model_dir}: has no fast tokenizer (tokenizer.json); the serving step needs one"
-        )
-    return tokenizer
-
-
-def select_input_names(model: Any, tokenizer: Any) -> list[str]:
-    """The inputs the tokenizer emits and the model's forward() accepts, in KNOWN_INPUTS order."""
-    accepted = set(inspect.signature(model.forward).parameters)
-    emitted = set(getattr(tokenizer, "model_input_names", ()) or ("input_ids", "attention_mask"))
-    names = [name for name in KNOWN_INPUTS if name in accepted and name in emitted]
-    if "input_ids" not in names:
-        raise UserError(
-            f"{type(model).__name__}: takes no input_ids from its tokenizer (model_input_names={sorted(emitted)})"
-        )
-    return names
-
-
-def _resolve_max_length(config: Any, tokenizer: Any, requested: int | None) -> int:
-    limits = [
-        int(value)
-        for value in (
-            getattr(config, "max_position_embeddings", None),
-            getattr(tokenizer, "model_max_length", None),
-        )
-        if isinstance(value, int | float) and 0 < value < 1_000_000  # tokenizers use 1e30 for "no limit"
-    ]
-    limit = min(limits) if limits else None
-    if requested is None:
-        if limit is None:
-            raise UserError("the model states no maximum sequence length; pass --max-length N")
-        return limit
-    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
-        raise UserError(f"--max-length {requested!r}: must be a positive integer")
-    if limit is not None and requested > limit:
-        raise UserError(f"--max-length {requested}: the model handles at most {limit} tokens")
-    return requested
-
-
-def label_names(config: Any) -> list[str]:
-    """id2label in index order; a config without names gets LABEL_i, as transformers itself defaults."""
-    num_labels = int(getattr(config, "num_labels", 0) or 0)
-    id2label = {int(k): str(v) for k, v in (getattr(config, "id2label", None) or {}).items()}
-    return [id2label.get(index, f"LABEL_{index}") for index in range(num_labels)]
-
-
-def _save_tokenizer(tokenizer: Any, target: Path) -> None:
-    tokenizer.save_pretrained(str(target))
-    if not (target / "tokenizer.json").is_file():  # the Python-backend step loads it with `tokenizers`
-        tokenizer.backend_tokenizer.save(str(target / "tokenizer.json"))
-
-
-def folder_weights_sha256(model_dir: Path) -> str:
-    """One hash over config.json and every weights file (name and content), in name order."""
-    digest = hashlib.sha256()
-    files = sorted(
-        p
-        for p in model_dir.iterdir()
-        if p.is_file() and (p.name == "config.json" or p.suffix in WEIGHT_SUFFIXES)
-    )
-    for path in files:
-        digest.update(f"{path.name} {sha256_file(path)}\n".encode())
-    return digest.hexdigest()

@@ -21,26 +21,26 @@ from repo_builder.export.flow import (
     exported_artifact,
     write_export_signature,
 )
-from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance, text_cases, torch_reference
-from repo_builder.export.progress import Steps
-from repo_builder.export.signature_build import ONNX_FILE, package_versions
-from repo_builder.export.staging import staged_output
-from repo_builder.export.text_classifier import (
+from repo_builder.export.hf_checkpoint import (
     INPUT_DTYPE,
     PAD_TO_MULTIPLE_OF,
     TOKENIZER_DIR,
     TRACE_SHAPE,
-    _check_model_dir,
-    _load_config,
-    _load_tokenizer,
-    _one_line,
-    _quiet_transformers,
-    _resolve_max_length,
-    _save_tokenizer,
+    check_model_dir,
     folder_weights_sha256,
+    load_config,
+    load_tokenizer,
+    one_line,
     parity_shapes,
+    quiet_transformers,
+    resolve_max_length,
+    save_tokenizer,
     select_input_names,
 )
+from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance, text_cases, torch_reference
+from repo_builder.export.progress import Steps
+from repo_builder.export.signature_build import ONNX_FILE, package_versions
+from repo_builder.export.staging import staged_output
 from repo_builder.spec import OnnxArtifact, ParityResult
 
 TASK = "text-embedding"
@@ -66,16 +66,16 @@ def export_text_embedder(
     opset = check_opset(opset)
     if output_dtype not in OUTPUT_DTYPES:
         raise UserError(f"--output-dtype {output_dtype}: choose one of {', '.join(OUTPUT_DTYPES)}")
-    model_dir = _check_model_dir(checkpoint.encoder_dir)
+    model_dir = check_model_dir(checkpoint.encoder_dir)
     steps = steps or Steps(progress)
     with steps.step(f"loading {model_dir.name}"):
-        config = _load_config(model_dir)
+        config = load_config(model_dir)
         encoder = _load_encoder(model_dir)
-        tokenizer = _load_tokenizer(model_dir)
+        tokenizer = load_tokenizer(model_dir)
     input_names = select_input_names(encoder, tokenizer)
     if "attention_mask" not in input_names:
         raise UserError(f"--model {model_dir}: its tokenizer emits no attention_mask, which pooling needs")
-    length = _resolve_max_length(config, tokenizer, max_length if max_length is not None else checkpoint.max_length)
+    length = resolve_max_length(config, tokenizer, max_length if max_length is not None else checkpoint.max_length)
     wrapper = _pooled_module(torch, encoder, input_names, checkpoint, output_dtype)
     vocab_size = int(getattr(config, "vocab_size", 0) or len(tokenizer))
     type_vocab_size = int(getattr(config, "type_vocab_size", 2) or 1)
@@ -93,7 +93,7 @@ def export_text_embedder(
             cases = text_cases(input_names, parity_shapes(length), vocab_size=vocab_size, type_vocab_size=type_vocab_size,
                                pad_token_id=pad_id)
             parity = check_parity_step(steps, onnx_path, torch_reference(wrapper, input_names), cases, tolerance)
-        _save_tokenizer(tokenizer, staging / TOKENIZER_DIR)
+        save_tokenizer(tokenizer, staging / TOKENIZER_DIR)
         dimension = int(getattr(config, "hidden_size", 0) or 0)
         metadata: dict[str, Any] = {
             "task": TASK,
@@ -120,10 +120,10 @@ def _load_encoder(model_dir: Path) -> Any:
     from transformers import AutoModel
 
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             model = AutoModel.from_pretrained(str(model_dir), local_files_only=True, attn_implementation="eager")
     except Exception as exc:  # missing/corrupt weights, unknown architectures: several types
-        raise UserError(f"--model {model_dir}: cannot load the encoder ({_one_line(exc)})") from None
+        raise UserError(f"--model {model_dir}: cannot load the encoder ({one_line(exc)})") from None
     return model.eval().float()
 
 

@@ -19,30 +19,29 @@ from repo_builder.export.flow import (
     exported_artifact,
     write_export_signature,
 )
-from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance, text_cases, torch_reference
-from repo_builder.export.progress import Steps
-from repo_builder.export.signature_build import LABELS_FILE, ONNX_FILE, package_versions, write_labels
-from repo_builder.export.staging import staged_output
-
-# The text classifier's checkpoint helpers (folder and config checks, tokenizer, max length) apply as they are.
-from repo_builder.export.text_classifier import (
+from repo_builder.export.hf_checkpoint import (
     HEAD_SEED,
     INPUT_DTYPE,
     PAD_TO_MULTIPLE_OF,
     TOKENIZER_DIR,
     TRACE_SHAPE,
-    _check_model_dir,
-    _load_config,
-    _load_tokenizer,
-    _one_line,
-    _quiet_transformers,
-    _resolve_max_length,
-    _save_tokenizer,
+    check_model_dir,
     folder_weights_sha256,
     label_names,
+    load_config,
+    load_tokenizer,
+    logits_only,
+    one_line,
     parity_shapes,
+    quiet_transformers,
+    resolve_max_length,
+    save_tokenizer,
     select_input_names,
 )
+from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance, text_cases, torch_reference
+from repo_builder.export.progress import Steps
+from repo_builder.export.signature_build import LABELS_FILE, ONNX_FILE, package_versions, write_labels
+from repo_builder.export.staging import staged_output
 from repo_builder.spec import OnnxArtifact, ParityResult
 
 TASK = "token-classification"
@@ -69,17 +68,17 @@ def export_token_classifier(
     torch = require("torch", "export", "token-classifier export")
     require("transformers", "export", "token-classifier export")
     opset = check_opset(opset)
-    model_dir = _check_model_dir(Path(model_dir))
+    model_dir = check_model_dir(Path(model_dir))
     steps = steps or Steps(progress)
     with steps.step(f"loading {model_dir.name}"):
-        config = _load_config(model_dir)
+        config = load_config(model_dir)
         _require_token_architecture(model_dir, config)
         model = _load_model(model_dir)
-        tokenizer = _load_tokenizer(model_dir)
+        tokenizer = load_tokenizer(model_dir)
     input_names = select_input_names(model, tokenizer)
-    length = _resolve_max_length(model.config, tokenizer, max_length)
+    length = resolve_max_length(model.config, tokenizer, max_length)
     labels = label_names(model.config)
-    wrapper = _LogitsOnly.create(torch, model, input_names)
+    wrapper = logits_only(torch, model, input_names)
     vocab_size = int(getattr(model.config, "vocab_size", 0) or len(tokenizer))
     type_vocab_size = int(getattr(model.config, "type_vocab_size", 2) or 1)
     pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
@@ -102,7 +101,7 @@ def export_token_classifier(
             )
             parity = check_parity_step(steps, onnx_path, torch_reference(wrapper, input_names), cases, tolerance)
         tokenizer_dir = staging / TOKENIZER_DIR
-        _save_tokenizer(tokenizer, tokenizer_dir)
+        save_tokenizer(tokenizer, tokenizer_dir)
         written_labels = write_labels(labels, staging / LABELS_FILE)
         metadata = _metadata(model_dir, model, tokenizer, input_names, length, written_labels, tolerance)
         signature = write_export_signature(staging, onnx_path, dynamic_axes, metadata, parity)
@@ -152,22 +151,6 @@ def entity_metadata(tokenizer: Any, labels: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-class _LogitsOnly:
-    """A torch module calling the HF model with keyword inputs in a fixed order, returning per-token logits."""
-
-    @staticmethod
-    def create(torch: Any, model: Any, input_names: list[str]) -> Any:
-        class LogitsOnly(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
-
-            def forward(self, *inputs: Any) -> Any:
-                return self.model(**dict(zip(input_names, inputs, strict=True)), return_dict=True).logits
-
-        return LogitsOnly().eval()
-
-
 def _require_token_architecture(model_dir: Path, config: Any) -> None:
     """A checkpoint saved as another task's model (a sequence classifier) would load with its head reused."""
     architectures = [str(a) for a in (getattr(config, "architectures", None) or [])]
@@ -184,20 +167,20 @@ def _load_model(model_dir: Path) -> Any:
     from transformers import AutoModelForTokenClassification  # heavy: only when exporting
 
     try:
-        with _quiet_transformers(), torch.random.fork_rng(devices=[]):
+        with quiet_transformers(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(HEAD_SEED)
             model, info = AutoModelForTokenClassification.from_pretrained(
                 str(model_dir), local_files_only=True, attn_implementation="eager", output_loading_info=True
             )
     except ValueError as exc:
-        message = _one_line(exc)
+        message = one_line(exc)
         if "Unrecognized configuration class" in message or "model type" in message.lower():
             raise UserError(
                 f"--model {model_dir}: this architecture has no token-classification model in transformers ({message[:200]})"
             ) from None
         raise UserError(f"--model {model_dir}: cannot load the model ({message})") from None
     except Exception as exc:  # missing/corrupt weights: OSError, SafetensorError, pickle errors ...
-        raise UserError(f"--model {model_dir}: cannot load the model weights ({_one_line(exc)})") from None
+        raise UserError(f"--model {model_dir}: cannot load the model weights ({one_line(exc)})") from None
     missing = sorted(set(info.get("missing_keys", [])) | {str(item[0]) for item in info.get("mismatched_keys", [])})
     if missing:
         shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
