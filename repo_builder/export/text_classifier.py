@@ -9,8 +9,6 @@ from typing import Any
 from repo_builder.errors import UserError, require
 from repo_builder.export.exporter import DEFAULT_OPSET, check_opset
 from repo_builder.export.flow import (
-    check_parity_step,
-    export_checked,
     exported_artifact,
     write_export_signature,
 )
@@ -19,7 +17,6 @@ from repo_builder.export.hf_checkpoint import (
     INPUT_DTYPE,
     PAD_TO_MULTIPLE_OF,
     TOKENIZER_DIR,
-    TRACE_SHAPE,
     check_model_dir,
     folder_weights_sha256,
     label_names,
@@ -27,7 +24,6 @@ from repo_builder.export.hf_checkpoint import (
     load_tokenizer,
     logits_only,
     one_line,
-    parity_shapes,
     quiet_transformers,
     resolve_max_length,
     save_tokenizer,
@@ -37,8 +33,6 @@ from repo_builder.export.hub_model import resolve_model
 from repo_builder.export.parity import (
     DEFAULT_TOLERANCE,
     check_tolerance,
-    text_cases,
-    torch_reference,
 )
 from repo_builder.export.progress import Steps
 from repo_builder.export.signature_build import (
@@ -48,7 +42,8 @@ from repo_builder.export.signature_build import (
     write_labels,
 )
 from repo_builder.export.staging import staged_output
-from repo_builder.spec import OnnxArtifact, ParityResult
+from repo_builder.export.text_graph import export_text_graph, text_graph
+from repo_builder.spec import OnnxArtifact
 
 OUTPUT_NAME = "logits"
 
@@ -86,43 +81,13 @@ def export_text_classifier(
     length = resolve_max_length(config, tokenizer, max_length)
     labels = label_names(config)
     wrapper = logits_only(torch, model, input_names)
-    vocab_size = int(getattr(config, "vocab_size", 0) or len(tokenizer))
-    type_vocab_size = int(getattr(config, "type_vocab_size", 2) or 1)
-    pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
-    dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in input_names} | {OUTPUT_NAME: {0: "batch"}}
+    graph = text_graph(config, tokenizer, input_names, OUTPUT_NAME, {0: "batch"}, length)
 
     with staged_output(out_dir) as staging:
         onnx_path = staging / ONNX_FILE
-        trace_shape = (TRACE_SHAPE[0], min(TRACE_SHAPE[1], length))
-        # Traced with a padded second row so no "mask is all ones" shortcut can be frozen into the graph.
-        (example,) = text_cases(
-            input_names,
-            [trace_shape],
-            vocab_size=vocab_size,
-            type_vocab_size=type_vocab_size,
-            pad_token_id=pad_id,
-            seed=HEAD_SEED,
+        parity = export_text_graph(
+            steps, torch, wrapper, graph, onnx_path, opset=opset, check_parity=check_parity, tolerance=tolerance
         )
-        export_checked(
-            steps,
-            wrapper,
-            [torch.from_numpy(example[name]) for name in input_names],
-            onnx_path,
-            input_names=input_names,
-            output_names=[OUTPUT_NAME],
-            dynamic_axes=dynamic_axes,
-            opset=opset,
-        )
-        parity: tuple[ParityResult, ...] = ()
-        if check_parity:
-            cases = text_cases(
-                input_names,
-                parity_shapes(length),
-                vocab_size=vocab_size,
-                type_vocab_size=type_vocab_size,
-                pad_token_id=pad_id,
-            )
-            parity = check_parity_step(steps, onnx_path, torch_reference(wrapper, input_names), cases, tolerance)
         tokenizer_dir = staging / TOKENIZER_DIR
         save_tokenizer(tokenizer, tokenizer_dir)
         written_labels = write_labels(labels, staging / LABELS_FILE)
@@ -154,7 +119,7 @@ def export_text_classifier(
                 "truncation": True,
             },
         }
-        signature = write_export_signature(staging, onnx_path, dynamic_axes, metadata, parity)
+        signature = write_export_signature(staging, onnx_path, graph.dynamic_axes, metadata, parity)
     return exported_artifact(out_dir, signature, written_labels, tokenizer_dir=TOKENIZER_DIR)
 
 

@@ -16,8 +16,6 @@ from repo_builder.errors import UserError, require
 from repo_builder.export.embedder_checkpoint import OUTPUT_DTYPES, EmbedderCheckpoint
 from repo_builder.export.exporter import DEFAULT_OPSET, check_opset
 from repo_builder.export.flow import (
-    check_parity_step,
-    export_checked,
     exported_artifact,
     write_export_signature,
 )
@@ -25,23 +23,22 @@ from repo_builder.export.hf_checkpoint import (
     INPUT_DTYPE,
     PAD_TO_MULTIPLE_OF,
     TOKENIZER_DIR,
-    TRACE_SHAPE,
     check_model_dir,
     folder_weights_sha256,
     load_config,
     load_tokenizer,
     one_line,
-    parity_shapes,
     quiet_transformers,
     resolve_max_length,
     save_tokenizer,
     select_input_names,
 )
-from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance, text_cases, torch_reference
+from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance
 from repo_builder.export.progress import Steps
 from repo_builder.export.signature_build import ONNX_FILE, package_versions
 from repo_builder.export.staging import staged_output
-from repo_builder.spec import OnnxArtifact, ParityResult
+from repo_builder.export.text_graph import export_text_graph, text_graph
+from repo_builder.spec import OnnxArtifact
 
 TASK = "text-embedding"
 OUTPUT_NAME = "embedding"
@@ -77,22 +74,13 @@ def export_text_embedder(
         raise UserError(f"--model {model_dir}: its tokenizer emits no attention_mask, which pooling needs")
     length = resolve_max_length(config, tokenizer, max_length if max_length is not None else checkpoint.max_length)
     wrapper = _pooled_module(torch, encoder, input_names, checkpoint, output_dtype)
-    vocab_size = int(getattr(config, "vocab_size", 0) or len(tokenizer))
-    type_vocab_size = int(getattr(config, "type_vocab_size", 2) or 1)
-    pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
-    dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in input_names} | {OUTPUT_NAME: {0: "batch"}}
+    graph = text_graph(config, tokenizer, input_names, OUTPUT_NAME, {0: "batch"}, length)
 
     with staged_output(out_dir) as staging:
         onnx_path = staging / ONNX_FILE
-        (example,) = text_cases(input_names, [(TRACE_SHAPE[0], min(TRACE_SHAPE[1], length))], vocab_size=vocab_size,
-                                type_vocab_size=type_vocab_size, pad_token_id=pad_id, seed=0)
-        export_checked(steps, wrapper, [torch.from_numpy(example[n]) for n in input_names], onnx_path, input_names=input_names,
-                       output_names=[OUTPUT_NAME], dynamic_axes=dynamic_axes, opset=opset)
-        parity: tuple[ParityResult, ...] = ()
-        if check_parity:
-            cases = text_cases(input_names, parity_shapes(length), vocab_size=vocab_size, type_vocab_size=type_vocab_size,
-                               pad_token_id=pad_id)
-            parity = check_parity_step(steps, onnx_path, torch_reference(wrapper, input_names), cases, tolerance)
+        parity = export_text_graph(
+            steps, torch, wrapper, graph, onnx_path, opset=opset, check_parity=check_parity, tolerance=tolerance
+        )
         save_tokenizer(tokenizer, staging / TOKENIZER_DIR)
         dimension = int(getattr(config, "hidden_size", 0) or 0)
         metadata: dict[str, Any] = {
@@ -111,7 +99,7 @@ def export_text_embedder(
                            "pad_to_multiple_of": PAD_TO_MULTIPLE_OF, "padding_side": getattr(tokenizer, "padding_side", "right"),
                            "pad_token_id": tokenizer.pad_token_id, "truncation": True},
         }
-        signature = write_export_signature(staging, onnx_path, dynamic_axes, metadata, parity)
+        signature = write_export_signature(staging, onnx_path, graph.dynamic_axes, metadata, parity)
     return exported_artifact(out_dir, signature, (), tokenizer_dir=TOKENIZER_DIR)
 
 

@@ -37,3 +37,19 @@ def test_text_exporters_share_the_checkpoint_loader_when_imported() -> None:
         assert module.load_config is hf_checkpoint.load_config
         assert module.load_tokenizer is hf_checkpoint.load_tokenizer
         assert module.check_model_dir is hf_checkpoint.check_model_dir
+
+
+def test_text_graph_falls_back_to_tokenizer_size_and_pad_0_when_config_and_tokenizer_say_nothing() -> None:
+    from types import SimpleNamespace
+
+    from repo_builder.export.text_graph import text_graph
+
+    class Tokenizer:
+        pad_token_id = None
+
+        def __len__(self) -> int:
+            return 77
+
+    graph = text_graph(SimpleNamespace(type_vocab_size=0), Tokenizer(), ["input_ids"], "logits", {0: "batch"}, 32)
+    assert (graph.vocab_size, graph.type_vocab_size, graph.pad_token_id) == (77, 1, 0)
+    assert graph.dynamic_axes == {"input_ids": {0: "batch", 1: "sequence"}, "logits": {0: "batch"}}
