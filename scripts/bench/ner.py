@@ -188,9 +188,10 @@ def _strategy(aggregation: str) -> Any:
 
 def _decoder(entities: Any, settings: dict[str, Any], aggregation: str, repo: Path) -> Any:
     """The served step's decoder (its own load_decoder), with another aggregation in its settings file."""
-    folder = Path(tempfile.mkdtemp(prefix="ner-settings-"))
-    (folder / "entities.json").write_text(json.dumps(settings | {"aggregation": aggregation}), encoding="utf-8")
-    return entities.load_decoder(str(folder / "entities.json"), str(repo / "ner_postprocess" / "1" / "tokenizer" / "tokenizer.json"))
+    with tempfile.TemporaryDirectory(prefix="ner-settings-") as tmp:  # load_decoder reads it at once
+        settings_file = Path(tmp) / "entities.json"
+        settings_file.write_text(json.dumps(settings | {"aggregation": aggregation}), encoding="utf-8")
+        return entities.load_decoder(str(settings_file), str(repo / "ner_postprocess" / "1" / "tokenizer" / "tokenizer.json"))
 
 
 def measure_in_process(model: Path, texts: list[str], threads: int, plan: Plan) -> dict[str, Any]:
