@@ -45,7 +45,7 @@ def _seconds(root: Path) -> float:
 def test_validate_time_grows_linearly_when_config_entries_double(quote: str, tmp_path: Path) -> None:
     sizes = [1000, 2000, 4000, 8000, 16000]
     times = [_seconds(_entries_repository(tmp_path / str(n), n, quote)) for n in sizes]
-    floor = 0.05  # below this, timer noise decides the ratio
+    floor = 0.1  # below this, warm-up (allocator growth, first regex use) decides the ratio, not the input size
     ratios = [max(b, floor) / max(a, floor) for a, b in itertools.pairwise(times)]
     assert all(r < 3 for r in ratios), list(zip(sizes, times, strict=True))
 
