@@ -12,8 +12,10 @@ from publish_helpers import FlakyProxy, free_port, tree_digest, write_repository
 
 from repo_builder.cli.main import main
 from repo_builder.errors import ToolError, UserError
-from repo_builder.repository.object_store import PUBLISH_STATE_FILE, parse_store_url, with_retries
 from repo_builder.repository.publish import local_files
+from repo_builder.store.publish_record import PUBLISH_STATE_FILE
+from repo_builder.store.retries import with_retries
+from repo_builder.store.urls import parse_store_url
 from repo_builder.validate.remote import check_remote
 from repo_builder.validate.scan import scan_repository
 
