@@ -34,8 +34,8 @@ class Scheme:
 
 SCHEMES: tuple[Scheme, ...] = (
     Scheme("s3", "s3", "s3fs", "remote", validated=True),
-    Scheme("gs", "gs", "gcsfs", "remote", validated=False),
-    Scheme("az", "as", "adlfs", "remote", validated=False),
+    Scheme("gs", "gs", "gcsfs", "gcs", validated=False),
+    Scheme("az", "as", "adlfs", "azure", validated=False),
 )
 _BY_NAME = {s.protocol: s for s in SCHEMES} | {s.triton: s for s in SCHEMES}
 S3 = _BY_NAME["s3"]
