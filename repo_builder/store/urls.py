@@ -29,7 +29,7 @@ class Scheme:
     triton: str  # Triton's scheme for --model-repository
     package: str  # the fsspec implementation (imported only when a store is opened)
     extra: str  # the pip extra that installs it
-    validated: bool  # offline validate and publish's final check run on it (tested against moto's S3)
+    validated: bool  # `validate URL` reads it through a local mirror (tested against moto's S3)
 
 
 SCHEMES: tuple[Scheme, ...] = (
