@@ -47,7 +47,7 @@ API: dict[str, str] = {
     "PublishOptions": "repo_builder.repository.publish:PublishOptions",
     "pull_repository": "repo_builder.repository.pull:pull_repository",
     "PullOptions": "repo_builder.repository.pull:PullOptions",
-    "parse_store_url": "repo_builder.repository.object_store:parse_store_url",
+    "parse_store_url": "repo_builder.store.urls:parse_store_url",
     # serve
     "serve": "repo_builder.triton.serving:serve",
     "ServeSettings": "repo_builder.triton.serving:ServeSettings",

@@ -20,9 +20,10 @@ from repo_builder.cli.options import (
 from repo_builder.errors import UserError
 from repo_builder.fsutil import write_json_atomic
 from repo_builder.repository.kserve import check_name, settings_for, write_inference_service
-from repo_builder.repository.object_store import parse_store_url, store_deadline
 from repo_builder.repository.publish import PublishOptions, PublishResult, publish_repository
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
+from repo_builder.store.deadline import store_deadline
+from repo_builder.store.urls import parse_store_url
 from repo_builder.validate.location import target_has_gpu
 from repo_builder.validate.records import ValidateOptions
 

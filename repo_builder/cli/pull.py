@@ -15,8 +15,9 @@ from repo_builder.cli.options import (
     target_line,
     timeout_option,
 )
-from repo_builder.repository.object_store import parse_store_url, store_deadline
 from repo_builder.repository.pull import PullOptions, pull_repository
+from repo_builder.store.deadline import store_deadline
+from repo_builder.store.urls import parse_store_url
 from repo_builder.validate.location import target_has_gpu
 from repo_builder.validate.records import ValidateOptions
 

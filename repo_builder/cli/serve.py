@@ -17,6 +17,7 @@ from repo_builder.cli.options import Output, log_options
 from repo_builder.errors import UserError
 from repo_builder.nvcf import FORWARD_PATTERN, check_forward_pattern
 from repo_builder.signals import interrupt_on_termination
+from repo_builder.store.urls import is_remote
 from repo_builder.triton.arguments import ServerOptions
 from repo_builder.triton.ports import check_distinct_ports, check_host
 from repo_builder.triton.serving import ModelRow, ServeSettings, serve
@@ -121,7 +122,7 @@ def command(
         http_header_forward_pattern=http_header_forward_pattern,
     )
     settings = ServeSettings(options, load_timeout=load_timeout, keep_log=keep_log, ready_file=ready_file)
-    location: Path | str = path if "://" in path else Path(path)
+    location: Path | str = path if is_remote(path) else Path(path)
 
     progress = output.progress  # one line per model as it loads (none under -q)
 

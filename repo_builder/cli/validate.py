@@ -24,8 +24,8 @@ from repo_builder.cli.options import (
 from repo_builder.environment import environment_failure
 from repo_builder.errors import ToolError, UserError
 from repo_builder.fsutil import write_text_atomic
-from repo_builder.repository.object_store import store_deadline
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
+from repo_builder.store.deadline import store_deadline
 from repo_builder.tensorrt_releases import known_releases
 from repo_builder.validate.live_request import InputFile, parse_input_file
 from repo_builder.validate.location import live_settings, validate_location, validate_options

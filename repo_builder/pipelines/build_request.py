@@ -6,7 +6,6 @@ the repository exactly as the ``repo-builder validate`` command it reports would
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
 from repo_builder.pipelines.settings import PipelineSettings
 from repo_builder.render.tuning import ModelTuning, step_instances, tune_model_step
 from repo_builder.repository.build_target import check_out_folder
+from repo_builder.store.urls import names_url
 
 Log = Callable[[str], None]
 
@@ -73,7 +73,7 @@ class BuildOutcome:
 
 def _check_paths(request: BuildRequest) -> None:
     out = Path(request.out)
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:/", str(out)):  # s3://, gs:// ... (s3:/ once a Path)
+    if names_url(str(out)):  # an object store URL, also once a Path made s3:// into s3:/
         raise UserError(f"--out {out}: build writes a local folder; build locally, then copy it to the object store")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")

@@ -15,7 +15,7 @@ from typing import Any
 
 from repo_builder.errors import UserError
 from repo_builder.fsutil import write_text_atomic
-from repo_builder.repository.object_store import StoreUrl
+from repo_builder.store.urls import StoreUrl
 
 # Kubernetes object names for a Service-backed resource: an RFC 1035 label.
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")

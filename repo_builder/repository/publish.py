@@ -31,18 +31,16 @@ from rich.progress import Progress as Bar
 from repo_builder import __version__
 from repo_builder.errors import RefusedError, UserError
 from repo_builder.fsutil import sha256_file
-from repo_builder.repository.object_store import (
+from repo_builder.store.fsspec_store import Listing, ObjectStore, open_store
+from repo_builder.store.placeholders import PLACEHOLDER_SHA256, PLACEHOLDER_TEXT, placeholder_key
+from repo_builder.store.publish_record import (
     PUBLISH_STATE_FILE,
     STATE_COMPLETE,
     STATE_PUBLISHING,
-    Listing,
-    ObjectStore,
-    StoreUrl,
-    open_store,
-    parse_store_url,
     read_publish_state,
 )
-from repo_builder.triton_layout import CONFIG_FILE, PLACEHOLDER_FILE
+from repo_builder.store.urls import StoreUrl, parse_store_url
+from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.engine import check_repository, judging_order
 from repo_builder.validate.records import Repository, Severity, ValidateOptions
 from repo_builder.validate.remote import RemoteVerdict, check_store
@@ -51,7 +49,6 @@ from repo_builder.validate.reporters.formatting import format_diagnostic
 from repo_builder.validate.scan import parse_version_name, scan_repository
 
 Log = Callable[[str], None]
-PLACEHOLDER_TEXT = b"Keeps this version folder in object stores, which drop empty folders (repo-builder publish).\n"
 # Never published: Python's byte code (the stub writes it), build leftovers.
 _SKIPPED_NAMES = frozenset({"__pycache__", ".DS_Store"})
 _STAGE_MARK = ".repo-builder-stage-"  # build's staging folders (repository/stage.py), never a model
@@ -181,7 +178,7 @@ def _model_files(model_dir: Path, root: Path) -> list[tuple[Path | None, str]]:
     for sub in sorted(subfolders, key=_folder_order):
         files = sorted(_files_below(sub, root), key=partial(_model_file_last, version_dir=sub))
         if not files:
-            out.append((None, f"{rel}/{sub.name}/{PLACEHOLDER_FILE}"))
+            out.append((None, placeholder_key(f"{rel}/{sub.name}")))
         out.extend((p, p.relative_to(root).as_posix()) for p in files)
     config = model_dir / CONFIG_FILE
     if config.is_file():
@@ -199,10 +196,9 @@ def local_files(root: Path, repository: Repository) -> list[LocalFile]:
         if model.path.is_dir() and not model.path.is_symlink() and not _skipped(model.name):
             ordered.extend(_model_files(model.path, root))
     out = []
-    placeholder_sha = _sha256_bytes(PLACEHOLDER_TEXT)
     for path, relative in ordered:
         if path is None:
-            out.append(LocalFile(relative, len(PLACEHOLDER_TEXT), placeholder_sha))
+            out.append(LocalFile(relative, len(PLACEHOLDER_TEXT), PLACEHOLDER_SHA256))
         else:
             out.append(LocalFile(relative, path.stat().st_size, sha256_file(path), path))
     return out

@@ -18,15 +18,11 @@ from pathlib import Path, PurePosixPath
 
 from repo_builder.errors import RefusedError, UserError
 from repo_builder.fsutil import sha256_file
-from repo_builder.repository.object_store import (
-    PUBLISH_STATE_FILE,
-    Listing,
-    ObjectStore,
-    StoreUrl,
-    open_store,
-    parse_store_url,
-)
-from repo_builder.safe_paths import inside, refuse_system_folder
+from repo_builder.safe_paths import refuse_system_folder
+from repo_builder.store.fsspec_store import Listing, ObjectStore, open_store
+from repo_builder.store.local import download_into
+from repo_builder.store.publish_record import PUBLISH_STATE_FILE
+from repo_builder.store.urls import StoreUrl, parse_store_url
 from repo_builder.triton_layout import SKIPPED_VERSION_FOLDERS
 from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.engine import check_repository
@@ -110,18 +106,6 @@ def _verify(store: ObjectStore, stage: Path, relatives: list[str], listing: List
             )
 
 
-def _download(store: ObjectStore, stage: Path, relatives: list[str]) -> None:
-    pairs = []
-    for relative in relatives:
-        try:
-            target = inside(stage, relative)
-        except ValueError as exc:
-            raise RefusedError(f"{store.url_of(relative)}: {exc}, which would leave the target folder; refusing it") from None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        pairs.append((relative, target))
-    store.get_files(pairs)
-
-
 def _swap_into_place(stage: Path, out_dir: Path) -> None:
     """Rename the staged repository to ``out_dir``; an old one is parked beside it and removed after."""
     if out_dir.is_dir() and not any(out_dir.iterdir()):
@@ -171,7 +155,7 @@ def pull_repository(
     log(f"pull: {len(relatives)} files ({total} bytes) from {location.url}")
     stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.pull-", dir=out_dir.parent))
     try:
-        _download(store, stage, relatives)
+        download_into(store, stage, relatives)
         _verify(store, stage, relatives, listing)
         report = _judge(stage, options, location.url, log)
         _swap_into_place(stage, out_dir)

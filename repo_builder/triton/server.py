@@ -12,7 +12,7 @@
 
 The pieces live beside this module: ``arguments`` (options and command line), ``process`` (spawn, stop
 the group), ``server_log`` (reading the log), ``stub_hang`` (the 2.51 hung-load workaround),
-``object_store`` (s3:// URLs and credentials), ``client`` (gRPC calls).
+``client`` (gRPC calls); ``repo_builder.store.for_triton`` turns a store URL into what the server reads.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import UserError
 from repo_builder.signals import signals_deferred
+from repo_builder.store.for_triton import remote_repository
+from repo_builder.store.urls import is_remote
 from repo_builder.triton.arguments import MODES, Endpoints, ServerOptions, server_arguments
 from repo_builder.triton.client import (
     LoadOutcome,
@@ -48,7 +50,6 @@ from repo_builder.triton.locate import (
     prepare_backends,
     server_environment,
 )
-from repo_builder.triton.object_store import is_remote, remote_repository
 from repo_builder.triton.ports import check_distinct_ports, check_host, free_port, port_in_use
 from repo_builder.triton.process import answers, exit_description, remove_shared_memory, spawn, stop_group
 from repo_builder.triton.server_log import log_size, log_tail, log_text

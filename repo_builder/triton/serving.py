@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from repo_builder.errors import UserError
+from repo_builder.store.urls import is_remote
 from repo_builder.triton.arguments import ServerOptions
 from repo_builder.triton.errors import ServerError
-from repo_builder.triton.object_store import is_remote
 from repo_builder.triton.server import StartupHang, StartupTimeout, TritonServer
 from repo_builder.triton.server_log import explain_refusal, log_messages
 from repo_builder.triton.stub_hang import failed_stubs
@@ -164,7 +164,7 @@ def write_ready_file(path: Path, server: TritonServer) -> None:
 def serve(repository: Path | str, settings: ServeSettings | None = None, progress: Progress | None = None) -> Iterator[Serving]:
     """A started server with every model loaded or reported; stopped (and the ready file removed) on exit.
 
-    ``repository`` is a folder or a remote URL (``s3://...``: the server reads it, see ``object_store``).
+    ``repository`` is a folder or a remote URL (``s3://...``: the server reads it, see ``store.for_triton``).
     ``progress`` gets one plain line per model as it loads.
     """
     settings = settings or ServeSettings()

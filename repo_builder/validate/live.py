@@ -26,9 +26,10 @@ from pathlib import Path
 
 from repo_builder.errors import UserError
 from repo_builder.signals import interrupt_on_termination
+from repo_builder.store.for_triton import remote_repository
+from repo_builder.store.urls import is_remote
 from repo_builder.triton.errors import ServerError
 from repo_builder.triton.locate import locate_tritonserver
-from repo_builder.triton.object_store import is_remote, remote_repository
 from repo_builder.triton.process import exit_description
 from repo_builder.triton.server import TritonServer, start_server
 from repo_builder.triton.server_log import explain_refusal, log_messages

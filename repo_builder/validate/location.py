@@ -13,6 +13,7 @@ from pathlib import Path
 
 from repo_builder.errors import UserError
 from repo_builder.nvcf import check_forward_pattern
+from repo_builder.store.urls import is_remote
 from repo_builder.tensorrt_releases import expected_tensorrt, normalize_release
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.live import LiveSettings, Progress, validate_live
@@ -133,7 +134,7 @@ def validate_location(
     Raises ``UserError`` for a location that cannot be read.
     """
     options = options or ValidateOptions()
-    if "://" in str(location):  # an object store URL (remote.py checks the scheme)
+    if is_remote(location):  # an object store URL (store.urls checks the scheme)
 
         def judge(repository: Repository, _: ValidateOptions | None) -> Report:
             return _judge(repository, options, live, progress)  # inside check_remote: the mirror still exists

@@ -15,24 +15,21 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from repo_builder.errors import UserError
-from repo_builder.repository.object_store import (
+from repo_builder.safe_paths import key_problem
+from repo_builder.store.fsspec_store import Listing, ObjectStore, open_store
+from repo_builder.store.local import lay_out
+from repo_builder.store.publish_record import (
     PUBLISH_STATE_FILE,
     STATE_COMPLETE,
-    Listing,
-    ObjectStore,
-    StoreUrl,
-    endpoint_from_env,
     interrupted_publish,
-    is_remote,
-    open_store,
-    parse_store_url,
     read_publish_state,
 )
-from repo_builder.safe_paths import inside, key_problem
+from repo_builder.store.urls import parse_validated_url
 from repo_builder.triton_layout import CONFIG_FILE, MAX_PYTHON_BYTES
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.records import (
@@ -51,23 +48,12 @@ __all__ = [
     "RemoteVerdict",
     "check_remote",
     "check_store",
-    "endpoint_from_env",
-    "is_remote",
     "mirror_repository",
-    "split_url",
     "wanted",
 ]
 
 SMALL_FILE_BYTES = 1 << 20  # labels, sidecars, recipes: always fetched
 DEFAULT_MAX_ONNX_BYTES = 16 << 20
-
-
-def split_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/a/b`` -> (``bucket``, ``a/b``); other schemes are a user error."""
-    location = parse_store_url(url)
-    if location.protocol != "s3":
-        raise UserError(f"{url}: only local folders and s3:// URLs can be validated")
-    return location.bucket, location.prefix
 
 
 def wanted(relative: str, size: int, max_onnx_bytes: int) -> bool:
@@ -82,43 +68,9 @@ def wanted(relative: str, size: int, max_onnx_bytes: int) -> bool:
     return size <= SMALL_FILE_BYTES
 
 
-def _location(url: str, endpoint_url: str | None) -> StoreUrl:
-    location = parse_store_url(url, endpoint_url or endpoint_from_env())
-    if location.protocol != "s3":
-        raise UserError(f"{url}: only local folders and s3:// URLs can be validated")
-    return location
-
-
-def _lay_out(root: Path, listing: Listing, max_onnx_bytes: int) -> list[tuple[str, Path]]:
-    """Create the listing's folders and files under ``root``; return the (relative, local) pairs to fetch."""
-    fetch = []
-    for folder in sorted(listing.folders):
-        try:
-            inside(root, folder).mkdir(parents=True, exist_ok=True)
-        except ValueError:
-            continue  # '/etc', '..': reported as RB007, never created
-        except OSError:
-            continue  # a folder key that is also a file: Triton cannot use it either
-    for relative, info in sorted(listing.files.items()):
-        try:
-            target = inside(root, relative)
-        except ValueError:
-            continue  # '//etc/passwd', '../x': reported as RB007, never written
-        if relative == PUBLISH_STATE_FILE:
-            continue
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if wanted(relative, info.size, max_onnx_bytes):
-                target.touch()
-                fetch.append((relative, target))
-            elif target.name == CONFIG_FILE:
-                with open(target, "wb") as fh:  # sparse: the scan reports the size, nothing is read
-                    fh.truncate(info.size)
-            else:
-                target.touch()
-        except OSError:
-            continue  # a key that cannot be a local path (a "file" that is also a folder): skip it
-    return fetch
+def _sparse(relative: str) -> bool:
+    """A config too large to fetch is laid out at its size: the scan reports it without reading it."""
+    return PurePosixPath(relative).name == CONFIG_FILE
 
 
 @contextmanager
@@ -130,11 +82,11 @@ def mirror_store(
     listing = listing or store.listing()
     if not listing.files and not listing.folders:
         raise UserError(f"{url}: no objects under this prefix (is the URL right?)")
-    tmp = Path(tempfile.mkdtemp(prefix="repo-builder-s3-"))
+    tmp = Path(tempfile.mkdtemp(prefix="repo-builder-mirror-"))
     try:
         root = tmp / "repository"
         root.mkdir()
-        store.get_files(_lay_out(root, listing, max_onnx_bytes))
+        store.get_files(lay_out(root, listing, partial(wanted, max_onnx_bytes=max_onnx_bytes), _sparse))
         repository = scan_repository(root)
         sizes = {r: f.size for r, f in listing.files.items()}
         yield _with_remote_sizes(repository, url, sizes)
@@ -150,7 +102,7 @@ def mirror_repository(
 
     The scanned ``Repository`` has ``location`` = ``url`` and the remote sizes in its file entries.
     """
-    store = open_store(_location(url, endpoint_url))
+    store = open_store(parse_validated_url(url, endpoint_url))
     with mirror_store(store, max_onnx_bytes=max_onnx_bytes) as repository:
         yield replace(repository, location=url)
 
@@ -253,7 +205,7 @@ def interrupted_problem(url: str, state: dict[str, Any] | None) -> tuple[StorePr
 
 
 def unsafe_keys(url: str, listing: Listing) -> tuple[StoreProblem, ...]:
-    """Keys that would leave a local folder if written below it (never written: see ``_lay_out``)."""
+    """Keys that would leave a local folder if written below it (never written: see ``store.local.lay_out``)."""
     out = []
     for relative in sorted(set(listing.files) | listing.folders):
         problem = key_problem(relative)
@@ -312,7 +264,7 @@ def check_remote(
     def judge_as_named(repository: Repository, opts: ValidateOptions | None) -> Report:
         return judge(replace(repository, location=url), opts)
 
-    return check_store(open_store(_location(url, endpoint_url)), options, max_onnx_bytes, judge_as_named)
+    return check_store(open_store(parse_validated_url(url, endpoint_url)), options, max_onnx_bytes, judge_as_named)
 
 
 def _with_remote_sizes(repository: Repository, url: str, sizes: dict[str, int]) -> Repository:

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "tests" / "publish"))  # the small repositories th
 import numpy as np  # noqa: E402
 from publish_helpers import ENSEMBLE_TWO_STEPS, write_repository  # noqa: E402
 
-from repo_builder.repository.object_store import parse_store_url  # noqa: E402
 from repo_builder.repository.publish import PublishOptions, publish_repository  # noqa: E402
+from repo_builder.store.urls import parse_store_url  # noqa: E402
 from repo_builder.triton.client import connect, infer_model  # noqa: E402
 from repo_builder.triton.server import start_server  # noqa: E402
 

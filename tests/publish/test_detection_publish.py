@@ -24,7 +24,7 @@ def test_object_detector_serves_from_s3_when_published(s3_server: str, bucket: s
     import cv2
     from ultralytics import YOLO
 
-    from repo_builder.repository.object_store import parse_store_url
+    from repo_builder.store.urls import parse_store_url
     from repo_builder.triton.server import start_server
 
     _, onnx_path = shared_tiny_detector(tmp_path_factory.getbasetemp())

@@ -11,7 +11,7 @@ from publish_helpers import write_repository
 
 from repo_builder.cli.main import main
 from repo_builder.repository.kserve import inference_service, settings_for, to_yaml
-from repo_builder.repository.object_store import parse_store_url
+from repo_builder.store.urls import parse_store_url
 
 
 def _check(doc: dict[str, Any]) -> None:

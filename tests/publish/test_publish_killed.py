@@ -20,7 +20,7 @@ import pytest
 from publish_helpers import ENSEMBLE_TWO_STEPS, tree_digest, write_repository
 
 from repo_builder.cli.main import main
-from repo_builder.repository.object_store import PUBLISH_STATE_FILE
+from repo_builder.store.publish_record import PUBLISH_STATE_FILE
 from repo_builder.validate.remote import check_remote
 
 pytestmark = pytest.mark.slow

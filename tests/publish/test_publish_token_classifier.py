@@ -15,7 +15,7 @@ from repo_builder.pipelines.token_reference import (
     load_pipeline,
     reference_texts,
 )
-from repo_builder.repository.object_store import parse_store_url
+from repo_builder.store.urls import parse_store_url
 from repo_builder.triton.server import start_server
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]

@@ -10,7 +10,7 @@ import pytest
 from publish_helpers import write_repository
 
 from repo_builder.cli.main import main
-from repo_builder.repository.object_store import parse_store_url
+from repo_builder.store.urls import parse_store_url
 from repo_builder.triton.server import start_server
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]

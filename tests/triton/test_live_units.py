@@ -10,9 +10,9 @@ from onnx_repo_factory import write_onnx_model, write_scale_onnx
 from triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
 
 from repo_builder.errors import RefusedError, ToolError, UserError
+from repo_builder.store.for_triton import remote_repository, triton_s3_url
 from repo_builder.triton.arguments import Endpoints, ServerOptions, server_arguments
 from repo_builder.triton.errors import ModelLoadError, ServerError
-from repo_builder.triton.object_store import remote_repository, triton_s3_url
 from repo_builder.triton.ports import check_distinct_ports, check_host
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
 from repo_builder.triton.standin_onnx_model import StandInRefusal, check_config, completed_config

@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from repo_builder.store.urls import is_remote
 from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.report import ModelSummary, Report
 from repo_builder.validate.suppress import acknowledged_refusals
@@ -236,7 +237,7 @@ def workspace_path(report: Report, d: Diagnostic, workspace: str | None, text: C
     ``$GITHUB_WORKSPACE`` by default) when the repository lies inside it, else to the working directory;
     an object store URL stays a URL. ``text`` is ``clean`` for people, ``exact`` for machine formats."""
     root = report.repository.location or str(report.repository.root)
-    if "://" in root:
+    if is_remote(root):
         return text(f"{root.rstrip('/')}/{d.path}")
     path = Path(root, d.path).absolute()
     base = workspace if workspace is not None else os.environ.get("GITHUB_WORKSPACE") or None

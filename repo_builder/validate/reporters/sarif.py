@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from repo_builder import __version__
+from repo_builder.store.urls import is_remote
 from repo_builder.validate.live import LIVE_CODES
 from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.remote import STORE_CODES
@@ -45,7 +46,7 @@ def registry_rules() -> list[dict[str, Any]]:
 
 
 def _uri(path: str) -> str:
-    return path if "://" in path else quote(path, safe="/")
+    return path if is_remote(path) else quote(path, safe="/")
 
 
 def _result(report: Report, d: Diagnostic, index: int, settings: RenderSettings) -> dict[str, Any]:

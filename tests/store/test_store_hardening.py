@@ -161,7 +161,8 @@ def test_publish_refuses_report_through_symlink_before_uploading(
 
 def test_with_retries_stops_at_deadline_when_backoff_would_pass_it() -> None:
     from repo_builder.errors import ToolError
-    from repo_builder.repository.object_store import Deadline, with_retries
+    from repo_builder.store.deadline import Deadline
+    from repo_builder.store.retries import with_retries
 
     calls: list[float] = []
 
