@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 
-from rounds import figure, machine_load, not_measured, ratios, status_of  # noqa: E402
+from rounds import figure, machine_load, not_measured, ratios, status_of
 
 
 def test_status_met_when_the_whole_spread_is_above_the_target() -> None:
