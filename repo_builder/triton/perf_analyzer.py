@@ -143,7 +143,7 @@ def command(binary: Path, url: str, model: str, data: Path, *, concurrency: int,
     return [
         str(binary), "-m", model, "-i", "grpc", "-u", url, "--concurrency-range", str(concurrency),
         "--input-data", str(data), "-b", str(max(1, batch)), "--measurement-interval", str(window_ms),
-        "--stability-percentage", "50", "--max-trials", "6", "--warmup-request-count", str(concurrency * 4 if warmup > 0 else 0),
+        "--stability-percentage", "100", "--max-trials", "10", "--warmup-request-count", str(concurrency * 4 if warmup > 0 else 0),
         "-f", REPORT,
     ]
 
