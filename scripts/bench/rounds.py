@@ -46,7 +46,7 @@ def figure(
     values = [float(v) for v in rounds]
     status = status_of(values, target, higher_is_better=higher_is_better, min_rounds=min_rounds)
     if status == UNSETTLED and len(values) < min_rounds:
-        note = (note + " " if note else "") + f"{len(values)} round(s): no spread to judge (needs {min_rounds})."
+        note = _sentence(note) + f"{len(values)} round(s): no spread to judge (needs {min_rounds})."
     return {
         "value": statistics.median(values) if values else None,
         "rounds": [round(v, 4) for v in values],
@@ -57,6 +57,12 @@ def figure(
         "note": note,
         **extra,
     }
+
+
+def _sentence(note: str) -> str:
+    """``note`` ended as a sentence, ready for the next one ('' stays '')."""
+    note = note.strip()
+    return "" if not note else note + (" " if note.endswith(".") else ". ")
 
 
 def not_measured(target: float | None, note: str, *, higher_is_better: bool = True, **extra: Any) -> dict[str, Any]:
