@@ -137,12 +137,16 @@ def input_data(payloads: Sequence[Mapping[str, tuple[Any, str]]], batched: bool)
     return {"data": entries}
 
 
-def command(binary: Path, url: str, model: str, data: Path, *, concurrency: int, seconds: float, warmup: float, batch: int) -> list[str]:
-    """One closed-loop level: three measurement windows (perf_analyzer's stability rule needs three) in ``seconds``."""
-    window_ms = max(200, int(seconds * 1000 / 3))
+def command(binary: Path, url: str, model: str, data: Path, *, concurrency: int, seconds: float, warmup: float, batch: int,
+            by_count: bool = False) -> list[str]:
+    """One closed-loop level: three measurement windows (perf_analyzer's stability rule needs three) in ``seconds``;
+    ``by_count``: windows of ``concurrency x 2`` answers instead (at least 1 s each), for a model too slow to
+    answer inside a time window."""
+    windows = (["--measurement-mode", "count_windows", "--measurement-request-count", str(max(4, concurrency * 2))] if by_count
+               else ["--measurement-interval", str(max(1000, int(seconds * 1000 / 3)))])
     return [
         str(binary), "-m", model, "-i", "grpc", "-u", url, "--concurrency-range", str(concurrency),
-        "--input-data", str(data), "-b", str(max(1, batch)), "--measurement-interval", str(window_ms),
+        "--input-data", str(data), "-b", str(max(1, batch)), *windows,
         "--stability-percentage", "100", "--max-trials", "10", "--warmup-request-count", str(concurrency * 4 if warmup > 0 else 0),
         "-f", REPORT,
     ]
@@ -186,11 +190,14 @@ def run_level(
         work = Path(scratch)
         data = work / "input.json"
         data.write_text(json.dumps(input_data(payloads, batched=batch > 0)), encoding="utf-8")
-        cmd = command(generator.binary, url, model, data, concurrency=concurrency, seconds=seconds, warmup=warmup, batch=batch)
-        try:
-            done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=max(120.0, seconds * 10), check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ToolError(f"perf_analyzer failed on {model}: {exc}") from None
+        for by_count in (False, True):
+            cmd = command(generator.binary, url, model, data, concurrency=concurrency, seconds=seconds, warmup=warmup, batch=batch, by_count=by_count)
+            try:
+                done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=max(300.0, seconds * 20), check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise ToolError(f"perf_analyzer failed on {model}: {exc}") from None
+            if "No valid requests recorded" not in done.stdout + done.stderr:
+                break  # else the model answers slower than a window: count answers instead
         report = work / REPORT
         if done.returncode != 0 or not report.is_file():
             said = " ".join((done.stderr or done.stdout).split())[-300:]

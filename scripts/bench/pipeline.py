@@ -49,6 +49,7 @@ from accuracy import image_accuracy, load_step  # noqa: E402
 from photos import SIZES, photos  # noqa: E402
 from rounds import figure, machine_load, not_measured, ratios  # noqa: E402
 
+from repo_builder.errors import ToolError  # noqa: E402
 from repo_builder.export.tiny_models import CORPUS  # noqa: E402
 from repo_builder.render.tuning import available_cores, tune_model_step  # noqa: E402
 from repo_builder.triton import bench  # noqa: E402
@@ -87,11 +88,24 @@ def make_plan(quick: bool, cores: int) -> Plan:
     return Plan(8.0, 2.0, 3, tuple(SIZES), 8, (1, 4, 16), grid, 4)
 
 
+FALLBACKS: list[str] = []  # measurements perf_analyzer failed, each then taken with the Python client
+
+
 def served(server: Any, plan: Plan, model: str, payloads: list[bench.Payload], concurrency: int = 4,
            steps: Sequence[str] = ()) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
-    """One closed-loop window through the plan's load generator (every model here batches; a request is one row)."""
-    return bench.measure(server.client, server.grpc_url, model, payloads, concurrency=concurrency, seconds=plan.seconds,
-                         warmup=plan.warmup, steps=steps, generator=plan.generator, batch=1)
+    """One closed-loop window through the plan's load generator (every model here batches; a request is one row).
+    A perf_analyzer failure costs that one measurement its generator, not the benchmark: the Python client takes
+    it, the JSON says so (each level's ``load_generator``; ``machine.perf_analyzer_failures``)."""
+    def measure(generator: LoadGenerator) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
+        return bench.measure(server.client, server.grpc_url, model, payloads, concurrency=concurrency, seconds=plan.seconds,
+                             warmup=plan.warmup, steps=steps, generator=generator, batch=1)
+
+    try:
+        return measure(plan.generator)
+    except ToolError as exc:
+        log(f"{exc}; this measurement with the Python client")
+        FALLBACKS.append(f"{model} at concurrency {concurrency}: {exc}")
+        return measure(LoadGenerator("python", note=str(exc)))
 
 
 def log(message: str) -> None:
@@ -311,13 +325,18 @@ def efficiency_phase(server: Any, repo: Path, plan: Plan) -> dict[str, Any]:
         best = grid["best"]
         served_rounds: list[float] = []
         ceiling_rounds: list[float] = []
+        generators = set()
         for index in range(plan.rounds):
             log(f"serving efficiency, round {index + 1}/{plan.rounds}: served ({plan.generator.kind}) then the ceiling")
             result, _ = served(server, plan, IMAGE, payloads, steps=steps)
             served_rounds.append(result.items_per_s)
+            generators.add(result.load_generator)
             ceiling_rounds.append(ceiling_rate(repo, plan, best["streams"], best["threads"], best["batch"]))
         return {"ceiling": grid, "served_rounds": served_rounds, "ceiling_rounds": ceiling_rounds,
-                "rounds": ratios(served_rounds, ceiling_rounds), "load_generator": plan.generator.kind, "note": plan.generator.note}
+                "rounds": ratios(served_rounds, ceiling_rounds),
+                # perf_analyzer only when it measured every round (a failed round fell back to the Python client)
+                "load_generator": "perf_analyzer" if generators == {"perf_analyzer"} else "python",
+                "note": plan.generator.note or ("; ".join(FALLBACKS) if generators != {"perf_analyzer"} else "")}
 
     return with_models(server, [IMAGE], run)
 
@@ -578,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.perf_counter() - started, 1),
         "load_generator": generator.kind,
         "load_generator_note": generator.note,
+        "perf_analyzer_failures": FALLBACKS,
     }
     results["figures"] = figures_from(results, plan)
     results["details"] = details_from(results)

@@ -85,6 +85,11 @@ def test_command_is_one_closed_loop_grpc_level_with_a_csv_report(tmp_path: Path)
         assert part in joined, part
 
 
+def test_command_counts_answers_instead_of_time_when_asked_by_count(tmp_path: Path) -> None:
+    cmd = " ".join(command(tmp_path / "pa", "h:1", "img", tmp_path / "in.json", concurrency=16, seconds=1.5, warmup=0.5, batch=1, by_count=True))
+    assert "--measurement-mode count_windows --measurement-request-count 32" in cmd and "--measurement-interval" not in cmd
+
+
 def test_find_binary_says_not_installed_when_nothing_provides_it(monkeypatch: pytest.MonkeyPatch) -> None:
     if importlib.util.find_spec("perf_analyzer") is not None or shutil.which("perf_analyzer"):
         pytest.skip("perf_analyzer is installed here")
