@@ -1,8 +1,9 @@
 """triton/perf_analyzer.py: finding perf_analyzer, proving it starts, its input JSON and its CSV report.
 
-perf_analyzer itself cannot start on this machine (its wheels need glibc 2.38): the report fixtures in data/
-are written by hand in its documented format, and the binaries below are real files that fail to start the
-two ways a real one does here (an exec error; the loader's missing-GLIBC message and exit 1).
+PyPI's perf_analyzer cannot start on this machine (its wheels need glibc 2.38): data/ holds reports written by
+hand in its documented format and one captured from perf_analyzer 2.51 (which does start here), and the binaries
+below are real files that fail to start the two ways a real one does (an exec error; the loader's missing-GLIBC
+message and exit 1).
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def test_parse_report_reads_throughput_percentiles_and_server_times_when_verbose
     assert four.infer_per_s == pytest.approx(22.6661)
     assert (four.p50_us, four.p90_us, four.p95_us, four.p99_us) == (172918, 255907, 263011, 272104)
     assert four.server_queue_us == 45418 and four.server_compute_us == 121 + 122659 + 2097
+
+
+def test_parse_report_reads_a_report_perf_analyzer_251_wrote_here() -> None:
+    rows = parse_report((DATA / "perf_analyzer_2.51_captured.csv").read_text())
+    assert [(r.concurrency, r.infer_per_s) for r in rows] == [(1, 1750.01), (2, 2535.93)]
+    assert (rows[1].p50_us, rows[1].p99_us, rows[1].server_compute_us) == (508, 8212, 14 + 83 + 126)
 
 
 def test_parse_report_leaves_server_times_empty_when_columns_are_absent() -> None:

@@ -131,3 +131,23 @@ def test_bench_refuses_in_one_line_when_config_is_over_the_size_limit(tmp_path: 
     err = capsys.readouterr().err
     assert "config.pbtxt" in err and "over the" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_bench_measures_through_perf_analyzer_when_one_starts_here(tmp_path: Path) -> None:
+    """Runs only where $REPO_BUILDER_PERF_ANALYZER starts (scripts/bench/perf_analyzer_251.py sets one up here)."""
+    import os
+
+    from repo_builder.triton.perf_analyzer import probe
+
+    binary = os.environ.get(ENVIRONMENT)
+    if not binary or probe(Path(binary)):
+        pytest.skip(f"${ENVIRONMENT} does not name a perf_analyzer that starts here")
+    out = tmp_path / "bench.json"
+    code = main(["bench", str(write_repository(tmp_path / "repo")), "--concurrency", "2", "--seconds", "3", "--warmup", "0.3",
+                 "--load-generator", "perf_analyzer", "--json", str(out)])
+    assert code == 0
+    (level,) = json.loads(out.read_text())["models"][0]["levels"]
+    assert level["load_generator"] == "perf_analyzer" and level["items_per_s"] > 0 and 0 < level["p50_ms"] <= level["p99_ms"]
+    assert {s["model"]: s["requests"] > 0 for s in level["steps"]} == {"pipeline": True, "double": True}
