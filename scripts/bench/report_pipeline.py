@@ -194,7 +194,11 @@ def _serving_why(results: dict[str, Any]) -> str:
     efficiency = results["serving_efficiency"]
     served = ", ".join(f"{v:.1f}" for v in efficiency["served_rounds"])
     ceilings = ", ".join(f"{v:.1f}" for v in efficiency["ceiling_rounds"])
-    rest = WHY["serving_efficiency"].removeprefix("Serving efficiency: ")
+    if efficiency["load_generator"] == "perf_analyzer":
+        rest = ("its C++ client still shares the 2 cores with the server, and each request crosses three "
+                "Python-backend steps; the end-to-end table shows the model step is the slowest step and where requests queue.")
+    else:
+        rest = WHY["serving_efficiency"].removeprefix("Serving efficiency: ")
     return (
         f"Serving efficiency: served at concurrency 4 ({efficiency['load_generator']} load generator) {served} items/s against "
         f"a ceiling of {ceilings} in the same rounds. " + rest[:1].upper() + rest[1:]
@@ -224,7 +228,9 @@ def _text_profile(results: dict[str, Any]) -> list[str]:
 
 def _load_generator(machine: dict[str, Any]) -> str:
     if machine["load_generator"] == "perf_analyzer":
-        return "Load generator: perf_analyzer (Triton's C++ client)."
+        failed = machine.get("perf_analyzer_failures", [])
+        return "Load generator: perf_analyzer (Triton's C++ client)." + (
+            f" It failed {len(failed)} measurement(s), each then taken with the Python client: " + "; ".join(failed) if failed else "")
     return f"Load generator: the Python gRPC client. {machine['load_generator_note']}."
 
 
