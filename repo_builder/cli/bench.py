@@ -25,6 +25,7 @@ from repo_builder.triton import start_server
 from repo_builder.triton.bench import ModelBench, bench_model, default_models
 from repo_builder.triton.bench_assets import SERVER_ARGS, asset_requests, needs_forwarding
 from repo_builder.triton.bench_limits import check_concurrency
+from repo_builder.triton.perf_analyzer import LoadGenerator, choose
 from repo_builder.validate.live_request import InputFile, parse_input_file
 
 
@@ -60,7 +61,8 @@ def _files_for(model: str, files: Sequence[tuple[InputFile, bytes]]) -> dict[str
 
 
 def format_bench(result: ModelBench) -> str:
-    lines = [f"{result.model}", "  conc  req/s  items/s  p50 ms  p90 ms  p99 ms  errors  slowest step (queue / compute ms per request)"]
+    generators = sorted({level.load_generator for level, _ in result.levels})
+    lines = [f"{result.model} (load generator: {', '.join(generators) or 'none'})", "  conc  req/s  items/s  p50 ms  p90 ms  p99 ms  errors  slowest step (queue / compute ms per request)"]
     for row in result.to_json()["levels"]:
         slowest = next((s for s in row["steps"] if s["model"] == row["slowest_step"]), None)
         where = f"{slowest['model']} ({slowest['queue_ms']:.1f} / {slowest['compute_ms']:.1f})" if slowest else "-"
@@ -93,11 +95,17 @@ def format_bench(result: ModelBench) -> str:
 @click.option("--reference-model", type=click.Path(path_type=Path), default=None,
               help="--reference: the checkpoint to run in process (default: the one the build recorded).")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="--reference: threads of the in-process run (default: every core).")
+@click.option("--load-generator", type=click.Choice(["auto", "perf_analyzer", "python"]), default="auto", show_default=True,
+              help="Who sends the requests: perf_analyzer (PyPI perf-analyzer, Triton's C++ client) or the Python gRPC client; "
+                   "auto: perf_analyzer when it runs here, else Python with a note saying why.")
+@click.option("--perf-analyzer", "perf_analyzer", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The perf_analyzer binary [default: $REPO_BUILDER_PERF_ANALYZER, the perf-analyzer package, PATH].")
 @output_options
 def command(
     repository: Path, models: tuple[str, ...], concurrency: tuple[int, ...], seconds: float, warmup: float,
     inputs: tuple[str, ...], json_path: Path | None, report_path: Path | None, tritonserver: Path | None,
-    reference: bool, reference_model: Path | None, threads: int | None, output: Output,
+    reference: bool, reference_model: Path | None, threads: int | None, load_generator: str, perf_analyzer: Path | None,
+    output: Output,
 ) -> int:
     """Measure a model repository served by Triton: throughput, latency percentiles, the slowest step.
 
@@ -110,6 +118,7 @@ def command(
     if not names:
         raise UserError(f"{repository}: no model folder with a config.pbtxt; build one with 'repo-builder build'")
     _check_options(reference, reference_model, threads, bool(files), json_path, report_path)
+    generator = _generator(load_generator, perf_analyzer, reference, output)
     digest = repository_digest(repository)  # before serving: what was measured
     results: list[dict[str, Any]] = []
     texts: list[str] = []
@@ -131,7 +140,7 @@ def command(
                 entry = {**result.to_json(), "reference": against.to_json()}
             else:
                 result = bench_model(server, name, plans[name].files, concurrency, seconds, warmup, output.progress,
-                                     headers=plans[name].headers)
+                                     headers=plans[name].headers, generator=generator)
                 text, entry = format_bench(result), result.to_json()
             if output.json or output.path is not None:
                 texts.append(text)
@@ -140,10 +149,23 @@ def command(
             results.append(entry)
             errors += sum(level.errors for level, _ in result.levels)
     settings = {"concurrency": list(concurrency), "seconds": seconds, "warmup": warmup,
-                "inputs": sorted({f.name for f, _ in files}) or "synthesized"}
+                "inputs": sorted({f.name for f, _ in files}) or "synthesized", "load_generator": generator.kind,
+                **({"load_generator_note": generator.note} if generator.note else {})}
     document = bench_document(repository, results, settings=settings, server_version=server_version, digest=digest)
     _write_results(document, texts, output, json_path, report_path, repository.name)
     return 1 if errors else 0
+
+
+def _generator(prefer: str, binary: Path | None, reference: bool, output: Output) -> LoadGenerator:
+    """perf_analyzer when asked for or when it runs here; else the Python client, with one line saying why."""
+    if reference:  # the family's inputs and its framework beside them: the Python client sends both sides' inputs
+        if prefer == "perf_analyzer":
+            raise UserError("--load-generator perf_analyzer: --reference measures with the Python client; drop one of them")
+        return LoadGenerator("python", note="--reference measures with the Python client")
+    generator = choose(prefer, binary)
+    if generator.note:
+        output.progress(f"load generator: python ({generator.note})")
+    return generator
 
 
 def _check_options(reference: bool, reference_model: Path | None, threads: int | None, has_files: bool,

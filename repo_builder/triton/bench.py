@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from repo_builder.errors import UserError
 from repo_builder.triton.bench_limits import PROGRESS_FROM, start_progress
 from repo_builder.triton.client import connect, error_text, grpc_module
+from repo_builder.triton.perf_analyzer import LoadGenerator, run_level
 from repo_builder.triton.synthesize import request_shape, synthesize_inputs
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.scan import read_config
@@ -44,6 +45,7 @@ class LoadResult:
     p99_ms: float
     errors: int = 0
     first_error: str = ""
+    load_generator: str = "python"  # or "perf_analyzer" (triton/perf_analyzer.py)
 
     @property
     def requests_per_s(self) -> float:
@@ -66,6 +68,7 @@ class LoadResult:
             "p90_ms": round(self.p90_ms, 2),
             "p99_ms": round(self.p99_ms, 2),
             "errors": self.errors,
+            "load_generator": self.load_generator,
             **({"first_error": self.first_error} if self.first_error else {}),
         }
 
@@ -280,15 +283,36 @@ def measure(
     on_done: Callable[[LoadResult], None] | None = None,
     headers: Mapping[str, str] | None = None,
     log: Callable[[str], None] | None = None,
+    generator: LoadGenerator | None = None,
+    batch: int = 0,
 ) -> tuple[LoadResult, tuple[StepStats, ...]]:
-    """``run_load`` with the statistics of ``model`` and its ``steps`` over the same window (warm-up included)."""
+    """``run_load`` (or perf_analyzer, when ``generator`` is it) with the statistics of ``model`` and its ``steps``
+    over the same window (warm-up included); ``batch``: rows per request when the model batches, else 0."""
     before = statistics(client)
-    result = run_load(url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup,
-                      items_per_request=items_per_request, headers=headers, log=log)
+    if generator is not None and generator.kind == "perf_analyzer" and not headers:
+        result = perf_analyzer_level(generator, url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup,
+                                     items_per_request=items_per_request, batch=batch)
+    else:
+        result = run_load(url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup,
+                          items_per_request=items_per_request, headers=headers, log=log)
     after = statistics(client)
     if on_done is not None:
         on_done(result)
     return result, step_stats(before, after, (model, *steps))
+
+
+def perf_analyzer_level(
+    generator: LoadGenerator, url: str, model: str, payloads: Sequence[Payload], *,
+    concurrency: int, seconds: float, warmup: float, items_per_request: int, batch: int,
+) -> LoadResult:
+    """One level measured by perf_analyzer, as a ``LoadResult``. Its report gives rates, not counts: requests
+    and items are its throughput over ``seconds`` (the time its three measurement windows cover)."""
+    row = run_level(generator, url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, batch=batch)
+    items = round(row.infer_per_s * seconds)
+    return LoadResult(
+        model=model, concurrency=concurrency, requests=round(items / max(1, items_per_request)), items=items, seconds=seconds,
+        p50_ms=row.p50_us / 1000.0, p90_ms=row.p90_us / 1000.0, p99_ms=row.p99_us / 1000.0, load_generator="perf_analyzer",
+    )
 
 
 @dataclass(frozen=True)
@@ -352,10 +376,12 @@ def payloads_for(config: ModelConfig, files: Mapping[str, Sequence[bytes]]) -> l
 def bench_model(
     server: Any, name: str, files: Mapping[str, Sequence[bytes]], concurrencies: Sequence[int], seconds: float, warmup: float,
     log: Callable[[str], None], payloads: Sequence[Payload] | None = None, headers: Mapping[str, str] | None = None,
+    generator: LoadGenerator | None = None,
 ) -> ModelBench:
     """Load ``name`` (an ensemble loads its steps), then measure it at each concurrency; ``payloads``: the
     requests to send in turn (a family's reference inputs), else ``files`` and synthesized inputs; ``headers``
-    go with every request (NVCF assets)."""
+    go with every request (NVCF assets); ``generator``: perf_analyzer when it runs (requests with headers always
+    go through the Python client: perf_analyzer sends no gRPC metadata)."""
     server.load(name, timeout=300)
     config = server.client.get_model_config(name).config
     payloads = list(payloads) if payloads else payloads_for(config, files)
@@ -366,6 +392,6 @@ def bench_model(
         log(f"{name}: concurrency {concurrency}, {warmup:g} s warm-up then {seconds:g} s")
         levels.append(
             measure(server.client, server.grpc_url, name, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, items_per_request=items, steps=steps,
-                    headers=headers, log=log)
+                    headers=headers, log=log, generator=generator, batch=items if config.max_batch_size > 0 else 0)
         )
     return ModelBench(name, tuple(levels))

@@ -6,10 +6,18 @@ the previous default built it (one model instance on every core, spin-waiting on
 pipeline; deploys the baselines of baselines/ beside them on ONE server; loads everything over
 tritonclient gRPC (closed loop, warm-up first); reads per-step queue/compute times from Triton's statistics
 API; and measures the ceiling: the same ONNX and preprocessing in this process with onnxruntime at its best
-batch size and threads. Ratios are measured in interleaved rounds (ours, baseline, ours, ...) and medians
-are taken, because the machine is shared.
+batch size and threads. Every ratio is measured in interleaved rounds (ours, baseline, ours, ...; the
+served ensemble and the ceiling alike) and judged by its spread over the rounds (rounds.py): met, missed,
+or unsettled when the spread crosses the target. The load generator is perf_analyzer when it runs here,
+else the Python gRPC client, and the JSON says which (with the reason).
 
     .venv/bin/python scripts/bench/pipeline.py [--quick] [--json PATH] [--workdir DIR] [--no-report]
+        [--load-generator auto|perf_analyzer|python] [--perf-analyzer PATH] [--tune-seconds S]
+
+``--json`` writes every figure; ``figures`` holds the issue's keys (text_preprocess_ratio, serving_efficiency,
+tune_vs_model_analyzer, tune_seconds, model_analyzer_seconds, dali_mean_abs_diff, dali_max_abs_diff,
+image_preprocess_ratio, image_preprocess_ratio_large, tuned_vs_default), each in rounds.py's shape:
+``{"value", "rounds", "spread", "target", "better", "status", "note", "load", ...}``.
 
 --quick checks that the benchmark runs (short windows, one round) in well under 3 minutes on 2 cores; it
 never writes BENCHMARKS.md. The full run writes its BENCHMARKS.md section.
@@ -19,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -41,16 +47,22 @@ import numpy as np  # noqa: E402
 from _report import write_section  # noqa: E402
 from accuracy import image_accuracy, load_step  # noqa: E402
 from photos import SIZES, photos  # noqa: E402
+from rounds import figure, machine_load, not_measured, ratios  # noqa: E402
 
+from repo_builder.errors import ToolError  # noqa: E402
 from repo_builder.export.tiny_models import CORPUS  # noqa: E402
 from repo_builder.render.tuning import available_cores, tune_model_step  # noqa: E402
 from repo_builder.triton import bench  # noqa: E402
+from repo_builder.triton.perf_analyzer import LoadGenerator, choose  # noqa: E402
 
 # Texts of in-vocabulary words: the tiny BERT's vocabulary is its corpus's words plus characters, so other words
 # would split into characters (4-5x the tokens), which a real 30k-token vocabulary rarely does.
 TEXT_WORDS = sorted({word for line in CORPUS for word in line.replace(",", " ").replace("!", " ").split() if word.isalnum()})
 IMAGE, TEXT = "img", "txt"
 DEFAULT = "img_default"  # the pipeline as the previous default built it
+
+
+UNCHOSEN = LoadGenerator("python", note="not chosen yet")  # main() chooses before anything is measured
 
 
 @dataclass(frozen=True)
@@ -63,15 +75,37 @@ class Plan:
     concurrencies: tuple[int, ...]
     ceiling_grid: tuple[tuple[int, int, int], ...]  # (streams, intra-op threads, batch)
     accuracy_count: int
-    perf_analyzer: Path | None = None
+    tune_seconds: float = 60.0  # repo-builder tune's search budget on the text pipeline
+    quick: bool = False
+    generator: LoadGenerator = UNCHOSEN
     work: Path = Path(".")
 
 
 def make_plan(quick: bool, cores: int) -> Plan:
     if quick:
-        return Plan(1.5, 0.5, 1, tuple(SIZES), 2, (1, 4, 16), ((1, cores, 4),), 1)
+        return Plan(1.5, 0.5, 1, tuple(SIZES), 2, (1, 4, 16), ((1, cores, 4),), 1, tune_seconds=15.0, quick=True)
     grid = tuple((s, t, b) for s in (1, 2) for t in sorted({1, cores}) for b in (1, 4, 8))
     return Plan(8.0, 2.0, 3, tuple(SIZES), 8, (1, 4, 16), grid, 4)
+
+
+FALLBACKS: list[str] = []  # measurements perf_analyzer failed, each then taken with the Python client
+
+
+def served(server: Any, plan: Plan, model: str, payloads: list[bench.Payload], concurrency: int = 4,
+           steps: Sequence[str] = ()) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
+    """One closed-loop window through the plan's load generator (every model here batches; a request is one row).
+    A perf_analyzer failure costs that one measurement its generator, not the benchmark: the Python client takes
+    it, the JSON says so (each level's ``load_generator``; ``machine.perf_analyzer_failures``)."""
+    def measure(generator: LoadGenerator) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
+        return bench.measure(server.client, server.grpc_url, model, payloads, concurrency=concurrency, seconds=plan.seconds,
+                             warmup=plan.warmup, steps=steps, generator=generator, batch=1)
+
+    try:
+        return measure(plan.generator)
+    except ToolError as exc:
+        log(f"{exc}; this measurement with the Python client")
+        FALLBACKS.append(f"{model} at concurrency {concurrency}: {exc}")
+        return measure(LoadGenerator("python", note=str(exc)))
 
 
 def log(message: str) -> None:
@@ -135,26 +169,30 @@ def text_payloads(count: int = 32) -> list[bench.Payload]:
 
 
 def interleaved(server: Any, plan: Plan, models: dict[str, str], payloads: list[bench.Payload]) -> dict[str, Any]:
-    """Rounds of (ours, baseline) at concurrency 4: medians of items/s and server compute ms per item."""
+    """Rounds of (ours, baseline) at concurrency 4: medians of items/s and server compute ms per item, and the
+    per-round ratios (``ratio_rounds``: items/s; ``compute_ratio_rounds``: server ms per item)."""
     runs: dict[str, list[tuple[bench.LoadResult, bench.StepStats]]] = {role: [] for role in models}
     for _ in range(plan.rounds):
         for role, model in models.items():
-            result, steps = bench.measure(server.client, server.grpc_url, model, payloads, concurrency=4, seconds=plan.seconds, warmup=plan.warmup)
+            result, steps = served(server, plan, model, payloads)
             runs[role].append((result, steps[0]))
     figures: dict[str, Any] = {}
     for role, items in runs.items():
         figures[role] = {
             "items_per_s": statistics.median(r.items_per_s for r, _ in items),
+            "items_per_s_rounds": [round(r.items_per_s, 2) for r, _ in items],
+            "item_ms_rounds": [round(s.item_ms, 4) for _, s in items],
             "compute_ms": statistics.median(s.compute_ms for _, s in items),
             "item_ms": statistics.median(s.item_ms for _, s in items),
             "p50_ms": statistics.median(r.p50_ms for r, _ in items),
             "errors": sum(r.errors for r, _ in items),
             "first_error": next((r.first_error for r, _ in items if r.first_error), ""),
         }
-    ours, base = figures["ours"]["items_per_s"], figures["baseline"]["items_per_s"]
-    figures["ratio"] = ours / base if base else 0.0  # what clients get: items/s at concurrency 4
-    ours_ms, base_ms = figures["ours"]["item_ms"], figures["baseline"]["item_ms"]
-    figures["compute_ratio"] = base_ms / ours_ms if ours_ms else 0.0  # what one item costs the step, server side
+    # What clients get (items/s at concurrency 4) and what one item costs the step (server ms), round by round.
+    figures["ratio_rounds"] = ratios([r.items_per_s for r, _ in runs["ours"]], [r.items_per_s for r, _ in runs["baseline"]])
+    figures["compute_ratio_rounds"] = ratios([s.item_ms for _, s in runs["baseline"]], [s.item_ms for _, s in runs["ours"]])
+    figures["ratio"] = statistics.median(figures["ratio_rounds"])
+    figures["compute_ratio"] = statistics.median(figures["compute_ratio_rounds"])
     return figures
 
 
@@ -236,7 +274,10 @@ def text_profile(repo: Path, plan: Plan) -> dict[str, Any]:
         row: dict[str, Any] = {key: statistics.median(values) for key, values in rounds.items()}
         row["ours_ms"] = row["ours_tokenize"] + row["ours_to_arrays"]
         row["baseline_ms"] = row["baseline_tokenize_pad_512"] + row["baseline_to_int64"]
-        row["ratio"] = row["baseline_ms"] / row["ours_ms"] if row["ours_ms"] else 0.0
+        ours_rounds = [a + b for a, b in zip(rounds["ours_tokenize"], rounds["ours_to_arrays"], strict=True)]
+        base_rounds = [a + b for a, b in zip(rounds["baseline_tokenize_pad_512"], rounds["baseline_to_int64"], strict=True)]
+        row["ratio_rounds"] = ratios(base_rounds, ours_rounds)
+        row["ratio"] = statistics.median(row["ratio_rounds"])
         row["ours_tokens"] = len(encodings[0].ids)
         profile[f"batch_{batch}"] = row
         log(f"text profile, batch {batch}: ours {row['ours_ms']:.3f} ms/text, pad-to-512 {row['baseline_ms']:.3f}: {row['ratio']:.2f}x")
@@ -252,7 +293,7 @@ def end_to_end_phase(server: Any, plan: Plan) -> dict[str, Any]:
         levels: list[dict[str, Any]] = []
         for concurrency in plan.concurrencies:
             log(f"end to end, concurrency {concurrency}")
-            result, stats = bench.measure(server.client, server.grpc_url, IMAGE, payloads, concurrency=concurrency, seconds=plan.seconds, warmup=plan.warmup, steps=steps)
+            result, stats = served(server, plan, IMAGE, payloads, concurrency=concurrency, steps=steps)
             slowest = bench.slowest_step(stats[1:])
             levels.append({**result.to_json(), "steps": [s.to_json() for s in stats], "slowest_step": slowest.model if slowest else None})
         log("tuned vs the previous default build, concurrency 4")
@@ -260,72 +301,73 @@ def end_to_end_phase(server: Any, plan: Plan) -> dict[str, Any]:
         profile: dict[str, Any] = {}
         for _ in range(plan.rounds):
             for role, name, members in (("tuned", IMAGE, steps), ("default", DEFAULT, default_steps)):
-                result, stats = bench.measure(server.client, server.grpc_url, name, payloads, concurrency=4, seconds=plan.seconds, warmup=plan.warmup, steps=members)
+                result, stats = served(server, plan, name, payloads, steps=members)
                 rounds[role].append(result.items_per_s)
                 profile[role] = [s.to_json() for s in stats]
         tuned, default = statistics.median(rounds["tuned"]), statistics.median(rounds["default"])
-        second = perf_analyzer(plan.perf_analyzer, server, plan, plan.work) if plan.perf_analyzer else None
-        return {"perf_analyzer": second, "levels": levels, "tuned_vs_default": {"tuned_items_per_s": tuned, "default_items_per_s": default, "ratio": tuned / default if default else 0.0, "profile": profile}}
+        per_round = ratios(rounds["tuned"], rounds["default"])
+        return {"levels": levels, "tuned_vs_default": {"tuned_items_per_s": tuned, "default_items_per_s": default, "ratio": statistics.median(per_round),
+                                                       "ratio_rounds": per_round, "profile": profile}}
 
     return with_models(server, [IMAGE, DEFAULT], run)
 
 
-def perf_analyzer(binary: Path, server: Any, plan: Plan, work: Path) -> dict[str, Any]:
-    """perf_analyzer 2.51's view of the tuned ensemble at concurrency 4, as a second opinion.
+def efficiency_phase(server: Any, repo: Path, plan: Plan) -> dict[str, Any]:
+    """Served at concurrency 4 against the in-process ceiling, in the same rounds (served, ceiling, served, ...).
 
-    The binary comes from the tritonclient==2.51.0 wheel; LD_LIBRARY_PATH must reach libb64.so.0d and
-    libcudart.so.12 (nvidia_pytriton.libs has both under hashed names)."""
-    import base64
-    import struct
+    The ceiling's best (streams, threads, batch) is searched once first, while the server idles; each round then
+    measures the served ensemble and that ceiling back to back, so a change in the machine's load moves both."""
+    payloads = image_payloads("500x375", plan.images_per_size)
+    steps = [f"{IMAGE}_preprocess", f"{IMAGE}_model", f"{IMAGE}_postprocess"]
 
-    data = work / "perf_analyzer_input.json"
-    images = photos("500x375", plan.images_per_size, seed=11)
-    # b64 BYTES data is Triton's serialized form: each element prefixed by its length (uint32, little endian).
-    encoded = [base64.b64encode(struct.pack("<I", len(image)) + image).decode() for image in images]
-    data.write_text(json.dumps({"data": [{"IMAGE": {"b64": b64, "shape": [1]}} for b64 in encoded]}))
-    command = [
-        str(binary), "-m", IMAGE, "-i", "grpc", "-u", server.grpc_url, "--concurrency-range", "4",
-        "--input-data", str(data), "--measurement-interval", str(int(plan.seconds * 1000)), "--stability-percentage", "50",
-        "--max-trials", "4", "--percentile", "50",
-    ]
-    log("perf_analyzer, concurrency 4")
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:  # a second opinion never sinks the benchmark
-        return {"returncode": -1, "summary": [], "stderr": str(exc)}
-    lines = [line.strip() for line in done.stdout.splitlines() if "Concurrency: 4" in line or "Throughput" in line or "p50 latency" in line]
-    found = re.search(r"Concurrency: 4, throughput: ([0-9.]+) infer/sec", done.stdout)
-    return {
-        "returncode": done.returncode,
-        "items_per_s": float(found.group(1)) if found else None,
-        "summary": lines[-3:],
-        "stderr": done.stderr[-500:] if done.returncode else "",
-    }
+    def run() -> dict[str, Any]:
+        grid = ceiling(repo, plan)
+        best = grid["best"]
+        served_rounds: list[float] = []
+        ceiling_rounds: list[float] = []
+        generators = set()
+        for index in range(plan.rounds):
+            log(f"serving efficiency, round {index + 1}/{plan.rounds}: served ({plan.generator.kind}) then the ceiling")
+            result, _ = served(server, plan, IMAGE, payloads, steps=steps)
+            served_rounds.append(result.items_per_s)
+            generators.add(result.load_generator)
+            ceiling_rounds.append(ceiling_rate(repo, plan, best["streams"], best["threads"], best["batch"]))
+        return {"ceiling": grid, "served_rounds": served_rounds, "ceiling_rounds": ceiling_rounds,
+                "rounds": ratios(served_rounds, ceiling_rounds),
+                # perf_analyzer only when it measured every round (a failed round fell back to the Python client)
+                "load_generator": "perf_analyzer" if generators == {"perf_analyzer"} else "python",
+                "note": plan.generator.note or ("; ".join(FALLBACKS) if generators != {"perf_analyzer"} else "")}
+
+    return with_models(server, [IMAGE], run)
 
 
 def ceiling(repo: Path, plan: Plan) -> dict[str, Any]:
     """The same preprocessing and ONNX in this process, best (streams, threads, batch) of the grid."""
+    grid = []
+    for streams, threads, batch in plan.ceiling_grid:
+        rate = ceiling_rate(repo, plan, streams, threads, batch)
+        grid.append({"streams": streams, "threads": threads, "batch": batch, "items_per_s": round(rate, 2)})
+        log(f"ceiling: {streams} stream(s) x {threads} thread(s), batch {batch}: {rate:.1f} items/s")
+    best = max(grid, key=lambda g: g["items_per_s"])
+    return {"best": best, "grid": grid}
+
+
+def ceiling_rate(repo: Path, plan: Plan, streams: int, threads: int, batch: int) -> float:
+    """Items/s of the generated preprocessing + the ONNX model in this process, at one (streams, threads, batch)."""
     import onnxruntime as ort  # heavy; only the ceiling needs it in this process
 
     module = load_step(repo / f"{IMAGE}_preprocess" / "1" / "model.py", "ceiling_preprocess")
     step = module.TritonPythonModel()
     step.initialize({})
     images = photos("500x375", plan.images_per_size, seed=11)
-    model_file = str(repo / f"{IMAGE}_model" / "1" / "model.onnx")
-    grid = []
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        for streams, threads, batch in plan.ceiling_grid:
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = ort.InferenceSession(model_file, sess_options=options, providers=["CPUExecutionProvider"])
-            rate = _in_process_rate(step, module, session, images, streams, batch, plan)
-            grid.append({"streams": streams, "threads": threads, "batch": batch, "items_per_s": round(rate, 2)})
-            log(f"ceiling: {streams} stream(s) x {threads} thread(s), batch {batch}: {rate:.1f} items/s")
+        session = ort.InferenceSession(str(repo / f"{IMAGE}_model" / "1" / "model.onnx"), sess_options=options, providers=["CPUExecutionProvider"])
+        return _in_process_rate(step, module, session, images, streams, batch, plan)
     finally:
         step.finalize()
-    best = max(grid, key=lambda g: g["items_per_s"])
-    return {"best": best, "grid": grid}
 
 
 def _in_process_rate(step: Any, module: Any, session: Any, images: list[bytes], streams: int, batch: int, plan: Plan) -> float:
@@ -371,29 +413,131 @@ def text_bound(text: dict[str, Any]) -> float:
     return text["baseline"]["item_ms"] / floor if floor else 0.0
 
 
-def figures_from(results: dict[str, Any]) -> dict[str, Any]:
-    image = results["image_preprocess"]
-    large = [image[s]["ratio"] for s in ("1920x1080", "4032x3024") if s in image]
-    c4 = next(level for level in results["end_to_end"]["levels"] if level["concurrency"] == 4)
-    best = results["ceiling"]["best"]["items_per_s"]
-    second = results["end_to_end"].get("perf_analyzer")
+# Issue 23's targets, and which phase measured each figure (its load is that phase's).
+TARGETS = {
+    "image_preprocess_ratio": 2.0, "image_preprocess_ratio_large": 5.0, "text_preprocess_ratio": 5.0, "serving_efficiency": 0.9,
+    "tuned_vs_default": 1.5, "tune_vs_model_analyzer": 1.0, "dali_mean_abs_diff": 0.02, "dali_max_abs_diff": 0.25,
+}
+LARGE = ("1920x1080", "4032x3024")
+
+
+def run_external(name: str, **kwargs: Any) -> tuple[dict[str, Any] | None, str]:
+    """``scripts/bench/<name>.py``'s ``measure(**kwargs)``: its result, or None and why not (one line)."""
+    if not (HERE / f"{name}.py").is_file():
+        return None, f"scripts/bench/{name}.py is not in this tree, so this figure was not measured"
+    try:
+        module = __import__(name)
+        log(f"{name}.measure({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+        result = module.measure(**kwargs)
+    except Exception as exc:  # another script's failure is this figure's note, not the benchmark's end
+        return None, f"scripts/bench/{name}.py: measure failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    if not isinstance(result, dict):
+        return None, f"scripts/bench/{name}.py: measure returned {type(result).__name__}, not a dict"
+    return result, ""
+
+
+def external_figure(result: dict[str, Any] | None, why: str, keys: Sequence[str], target: float, *, higher_is_better: bool = True,
+                    min_rounds: int = 2, **extra: Any) -> dict[str, Any]:
+    """A figure another script measured: the first of ``keys`` it returned, as a figure dict, a list of rounds or a number."""
+    if result is None:
+        return not_measured(target, why, higher_is_better=higher_is_better, **extra)
+    key = next((k for k in keys if result.get(k) is not None), None)
+    found = result.get(key) if key else None
+    if isinstance(found, dict):
+        found = found.get("rounds") or ([found["value"]] if found.get("value") is not None else None)
+    if isinstance(found, (int, float)):
+        found = [found]
+    if not found:
+        return not_measured(target, f"its result has none of {', '.join(keys)} (keys: {', '.join(result)})", higher_is_better=higher_is_better, **extra)
+    return figure(found, target, higher_is_better=higher_is_better, min_rounds=min_rounds, source=key, **extra)
+
+
+def run_tune(repo: Path, plan: Plan) -> dict[str, Any]:
+    """``repo-builder tune`` on the text pipeline with a time budget (--dry-run: the repository stays as built)."""
+    record = plan.work / "tune.json"
+    record.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "repo_builder", "tune", str(repo), "--model", TEXT, "--max-seconds", f"{plan.tune_seconds:g}",
+               "--dry-run", "--json", str(record), "-q"]
+    if plan.quick:  # short windows, few candidates: checks that it runs
+        command += ["--seconds", "1", "--warmup", "0.3", "--max-candidates", "3", "--confirm-rounds", "0"]
+    log(f"repo-builder tune {TEXT}, budget {plan.tune_seconds:g} s")
+    began = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=plan.tune_seconds * 4 + 300)
+    seconds = time.monotonic() - began
+    doc = json.loads(record.read_text()) if record.is_file() else {}
+    best = next((c for c in doc.get("candidates", []) if c.get("id") == doc.get("winner")), None)
+    return {"exit_code": done.returncode, "seconds": round(seconds, 1), "budget_seconds": plan.tune_seconds, "candidates": len(doc.get("candidates", [])),
+            "best_items_per_s": best and best.get("items_per_s"), "best_p99_ms": best and best.get("p99_ms"),
+            "stderr_tail": " ".join(done.stderr.split())[-300:] if done.returncode else ""}
+
+
+def model_analyzer_reason(generator: LoadGenerator) -> str:
+    """Why Model Analyzer is not run here: it measures through perf_analyzer (scripts/bench/model_analyzer.py runs it)."""
+    if generator.kind == "perf_analyzer":
+        return "not run by this script: scripts/bench/model_analyzer.py runs Model Analyzer beside tune (its own venv, numpy 2)"
+    why = generator.note.removesuffix("; measured with the Python gRPC client instead")
+    return f"Model Analyzer measures through perf_analyzer, which is not usable here ({why}); scripts/bench/model_analyzer.py reproduces it"
+
+
+def serving_figure(efficiency: dict[str, Any], load: dict[str, Any]) -> dict[str, Any]:
+    """Served / ceiling per round. The 0.9 target is perf_analyzer's: the Python client's figure has no verdict."""
+    generator, note = efficiency["load_generator"], efficiency["note"]
+    out = figure(efficiency["rounds"], TARGETS["serving_efficiency"], load=load, load_generator=generator, fallback_note=note)
+    if generator != "perf_analyzer":
+        out["python_client_status"] = out["status"]
+        out["status"] = "not-measured"
+        out["note"] = ("measured with the Python gRPC client on the same cores as the server, not perf_analyzer: the target is "
+                       "judged with perf_analyzer only. " + out["note"]).strip()
+    return out
+
+
+def figures_from(results: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """Issue 23's JSON keys, every one in rounds.py's figure shape, with the load of the phase that measured it."""
+    image, text, load = results["image_preprocess"], results["text_preprocess"], results["machine"]["load_by_phase"]
+    large_sizes = [s for s in LARGE if s in image]
+    large_rounds = [min(r) for r in zip(*(image[s]["ratio_rounds"] for s in large_sizes), strict=True)] if large_sizes else []
+    tune = results["tune"]
+    ma_reason = model_analyzer_reason(plan.generator)
+    onnx, onnx_why = results["external"]["text_preprocess"]
+    dali, dali_why = results["external"]["dali_preprocess"]
+    python_step = figure(text["compute_ratio_rounds"], TARGETS["text_preprocess_ratio"], load=load["text_preprocess"],
+                         note="the generated Python tokenizing step vs pad-to-512, server compute per text")
     return {
-        "image_preprocess_ratio": image["500x375"]["ratio"],
-        "image_preprocess_ratio_large": min(large) if large else None,
-        "image_preprocess_ratio_by_size": {size: round(f["ratio"], 3) for size, f in image.items()},
+        "image_preprocess_ratio": figure(image["500x375"]["ratio_rounds"], TARGETS["image_preprocess_ratio"], load=load["image_preprocess"],
+                                         note="items/s at concurrency 4, 500x375 JPEGs, ours / the published example"),
+        "image_preprocess_ratio_large": (figure(large_rounds, TARGETS["image_preprocess_ratio_large"], load=load["image_preprocess"],
+                                                note=f"per round, the worse of {' and '.join(large_sizes)}")
+                                         if large_rounds else not_measured(TARGETS["image_preprocess_ratio_large"], "no large photo size in this run")),
+        "text_preprocess_ratio": external_figure(onnx, onnx_why, ("text_preprocess_ratio", "ratio_rounds", "rounds", "ratio", "value"),
+                                                 TARGETS["text_preprocess_ratio"], python_step=python_step, detail=onnx, load=load.get("text_onnx")),
+        "serving_efficiency": serving_figure(results["serving_efficiency"], load["serving_efficiency"]),
+        "tuned_vs_default": figure(results["end_to_end"]["tuned_vs_default"]["ratio_rounds"], TARGETS["tuned_vs_default"], load=load["end_to_end"]),
+        "tune_vs_model_analyzer": not_measured(TARGETS["tune_vs_model_analyzer"], ma_reason),
+        "tune_seconds": (figure([tune["seconds"]], None, higher_is_better=False, min_rounds=1, load=load["tune"], detail=tune,
+                                note=f"repo-builder tune --dry-run on {TEXT}, budget {tune['budget_seconds']:g} s; no verdict without Model Analyzer's time")
+                         if tune["exit_code"] == 0 else not_measured(None, f"repo-builder tune failed (exit {tune['exit_code']}): {tune['stderr_tail']}", detail=tune)),
+        "model_analyzer_seconds": not_measured(None, ma_reason),
+        "dali_mean_abs_diff": external_figure(dali, dali_why, ("dali_mean_abs_diff", "mean_abs_diff", "mean_abs"), TARGETS["dali_mean_abs_diff"],
+                                              higher_is_better=False, min_rounds=1, detail=dali),
+        "dali_max_abs_diff": external_figure(dali, dali_why, ("dali_max_abs_diff", "max_abs_diff", "max_abs"), TARGETS["dali_max_abs_diff"],
+                                             higher_is_better=False, min_rounds=1),
+    }
+
+
+def details_from(results: dict[str, Any]) -> dict[str, Any]:
+    """Figures that explain the targets (no target of their own): plain numbers."""
+    text = results["text_preprocess"]
+    return {
+        "image_preprocess_ratio_by_size": {size: round(f["ratio"], 3) for size, f in results["image_preprocess"].items()},
+        "image_preprocess_compute_ratio_by_size": {size: round(f["compute_ratio"], 3) for size, f in results["image_preprocess"].items()},
         # Both text steps answer faster than one Python gRPC client on 2 cores can ask (items/s is the
-        # client's ceiling, the same for both), so the text ratio is the server's compute time per text.
-        "text_preprocess_ratio": results["text_preprocess"]["compute_ratio"],
-        "text_preprocess_throughput_ratio": results["text_preprocess"]["ratio"],
-        "text_preprocess_ratio_above_floor": above_floor(results["text_preprocess"]),
+        # client's ceiling, the same for both), so the Python step's ratio is the server's compute time per text.
+        "text_preprocess_throughput_ratio": text["ratio"],
+        "text_preprocess_ratio_above_floor": above_floor(text),
         # The most any Python step could reach against the baseline served: baseline time / the echo floor.
-        "text_preprocess_ratio_bound": text_bound(results["text_preprocess"]),
+        "text_preprocess_ratio_bound": text_bound(text),
         # The tokenizing work alone, in process, one text per call (as the baseline is served).
         "text_preprocess_ratio_in_process": results["text_profile"]["batch_1"]["ratio"],
-        "serving_efficiency": c4["items_per_s"] / best if best else 0.0,
-        # perf_analyzer's C++ client leaves more of the 2 cores to the server than our Python client does.
-        "serving_efficiency_perf_analyzer": (second or {}).get("items_per_s", 0) / best if (second or {}).get("items_per_s") and best else None,
-        "tuned_vs_default": results["end_to_end"]["tuned_vs_default"]["ratio"],
     }
 
 
@@ -403,47 +547,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="Write every figure here.")
     parser.add_argument("--workdir", type=Path, default=None, help="Keep exports and the repository here (reused when present).")
     parser.add_argument("--no-report", action="store_true", help="Do not write BENCHMARKS.md (a full run does by default).")
-    parser.add_argument("--perf-analyzer", type=Path, default=None, help="perf_analyzer 2.51 binary: a second opinion on the ensemble.")
+    parser.add_argument("--load-generator", choices=("auto", "perf_analyzer", "python"), default="auto",
+                        help="perf_analyzer when it runs here (auto), or the Python gRPC client.")
+    parser.add_argument("--perf-analyzer", type=Path, default=None, help="The perf_analyzer binary (default: as repo-builder bench finds it).")
+    parser.add_argument("--tune-seconds", type=float, default=None, help="repo-builder tune's budget (default 60, --quick 15).")
     args = parser.parse_args(argv)
     from repo_builder.triton import start_server
 
     cores = available_cores()
+    generator = choose(args.load_generator, args.perf_analyzer)
+    log(f"load generator: {generator.kind}" + (f" ({generator.note})" if generator.note else ""))
     plan = make_plan(args.quick, cores)
     started = time.perf_counter()
-    load_before = os.getloadavg()
+    load_before = machine_load()
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as scratch:
         work = args.workdir or Path(scratch)
         work.mkdir(parents=True, exist_ok=True)
         repo = prepare_repository(work)
-        plan = replace(plan, perf_analyzer=args.perf_analyzer, work=work)
-        results: dict[str, Any] = {}
-        load: dict[str, list[float]] = {}  # 1-minute load after each phase: other jobs come and go
+        plan = replace(plan, generator=generator, work=work, tune_seconds=args.tune_seconds or plan.tune_seconds)
+        results: dict[str, Any] = {"external": {}}
+        load: dict[str, dict[str, Any]] = {}  # per phase: the machine's load before and after (other jobs come and go)
 
-        def phase(key: str, work: Callable[[], Any]) -> None:
-            results[key] = work()
-            load[key] = [round(x, 2) for x in os.getloadavg()]
+        def phase(key: str, work: Callable[[], Any]) -> Any:
+            before = machine_load()
+            value = work()
+            load[key] = {"before": before["loadavg"], "after": machine_load()["loadavg"], "cores": before["cores"]}
+            return value
 
         with start_server(repo, mode="explicit", startup_timeout=120.0) as server:
-            phase("image_preprocess", lambda: image_phase(server, plan))
-            phase("text_preprocess", lambda: text_phase(server, plan))
-            phase("end_to_end", lambda: end_to_end_phase(server, plan))
-        phase("text_profile", lambda: text_profile(repo, plan))
-        phase("ceiling", lambda: ceiling(repo, plan))
-        phase("accuracy", lambda: accuracy(repo, plan))
-    results["figures"] = figures_from(results)
+            results["image_preprocess"] = phase("image_preprocess", lambda: image_phase(server, plan))
+            results["text_preprocess"] = phase("text_preprocess", lambda: text_phase(server, plan))
+            results["end_to_end"] = phase("end_to_end", lambda: end_to_end_phase(server, plan))
+            results["serving_efficiency"] = phase("serving_efficiency", lambda: efficiency_phase(server, repo, plan))
+        results["ceiling"] = results["serving_efficiency"]["ceiling"]
+        results["text_profile"] = phase("text_profile", lambda: text_profile(repo, plan))
+        results["accuracy"] = phase("accuracy", lambda: accuracy(repo, plan))
+        results["tune"] = phase("tune", lambda: run_tune(repo, plan))
+        results["external"]["text_preprocess"] = phase("text_onnx", lambda: run_external("text_preprocess", quick=args.quick, rounds=plan.rounds))
+        results["external"]["dali_preprocess"] = phase("dali", lambda: run_external("dali_preprocess", quick=args.quick))
+    after = machine_load()
     results["machine"] = {
         "cores": cores,
         "tuning": tune_model_step(None, None).summary().split(" (")[0].removeprefix("model step: "),
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "load_after_phase": load,
+        "load_average_before": load_before["loadavg"],
+        "load_average_after": after["loadavg"],
+        "load_by_phase": load,
         "quick": args.quick,
+        "rounds": plan.rounds,
         "seconds": round(time.perf_counter() - started, 1),
-        "perf_analyzer": "run" if args.perf_analyzer else "not run (pass --perf-analyzer PATH; see docs/performance.md)",
+        "load_generator": generator.kind,
+        "load_generator_note": generator.note,
+        "perf_analyzer_failures": FALLBACKS,
     }
+    results["figures"] = figures_from(results, plan)
+    results["details"] = details_from(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=float))
-    print(json.dumps(results["figures"], indent=2))
+    print(json.dumps({key: {k: f[k] for k in ("value", "spread", "target", "status")} for key, f in results["figures"].items()}, indent=2))
     if not args.quick and not args.no_report:
         from report_pipeline import markdown
 

@@ -94,6 +94,7 @@ EXCEPTIONS: dict[str, str] = {
     "repository/writer.py::_commit_first::path.read_text": WRITTEN + " (the staged config)",
     "triton/bench.py::bench_model::server.load": NOT_A_FILE,
     "triton/client.py::load_model::client.load_model": NOT_A_FILE,
+    "triton/perf_analyzer.py::run_level::report.read_text": WRITTEN + " (perf_analyzer's CSV report in our own temporary folder)",
     "triton/process.py::spawn::open": WRITTEN + " (the server log)",
     "triton/process.py::answers::_direct_opener().open": NOT_A_FILE,
     "triton/server_log.py::log_text::open": WRITTEN + " (the server log)",

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "pipeline.py"
-FIGURES = ("image_preprocess_ratio", "image_preprocess_ratio_large", "text_preprocess_ratio", "serving_efficiency", "tuned_vs_default")
+# Issue 23's JSON keys, each in scripts/bench/rounds.py's figure shape.
+KEYS = ("text_preprocess_ratio", "serving_efficiency", "tune_vs_model_analyzer", "tune_seconds", "model_analyzer_seconds",
+        "dali_mean_abs_diff", "dali_max_abs_diff", "image_preprocess_ratio", "image_preprocess_ratio_large", "tuned_vs_default")
+MEASURED_HERE = ("serving_efficiency", "image_preprocess_ratio", "image_preprocess_ratio_large", "tuned_vs_default", "tune_seconds")
 
 
 @pytest.mark.slow
@@ -22,19 +25,35 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out)], capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(out.read_text())
-    for name in FIGURES:
-        assert results["figures"][name] > 0, name
+    figures = results["figures"]
+    assert set(KEYS) <= set(figures)
+    for key in KEYS:
+        f = figures[key]
+        assert f["status"] in ("met", "missed", "unsettled", "not-measured"), key
+        assert {"value", "rounds", "spread", "target", "note"} <= set(f), key
+        if f["status"] == "not-measured" and f["value"] is None:
+            assert f["note"].strip(), f"{key}: not measured without a reason"
+    for key in MEASURED_HERE:  # measured by this script on every machine
+        assert figures[key]["value"] > 0 and len(figures[key]["rounds"]) >= 1, key
+    # One round cannot show a spread: never a verdict from it.
+    assert figures["image_preprocess_ratio"]["status"] == "unsettled" and "1 round(s)" in figures["image_preprocess_ratio"]["note"]
+    efficiency = figures["serving_efficiency"]
+    assert efficiency["load_generator"] in ("perf_analyzer", "python") and efficiency["load"]["cores"] >= 1
+    if efficiency["load_generator"] == "python":  # the target is perf_analyzer's: the Python client's figure gets no verdict
+        assert efficiency["status"] == "not-measured" and efficiency["fallback_note"]
+    assert figures["tune_vs_model_analyzer"]["value"] is None  # Model Analyzer is never run by this script
     assert set(results["accuracy"]) == {"500x375", "1920x1080", "4032x3024"}
     assert all(level["errors"] == 0 for level in results["end_to_end"]["levels"])
     assert results["machine"]["quick"] is True
     # The text profile behind the missed-target explanation: each side's own work, and the served bound.
     assert results["text_profile"]["batch_1"]["ours_ms"] > 0 and results["text_profile"]["batch_1"]["baseline_ms"] > 0
-    assert results["figures"]["text_preprocess_ratio_in_process"] > 0 and results["figures"]["text_preprocess_ratio_bound"] > 0
+    assert results["details"]["text_preprocess_ratio_in_process"] > 0 and results["details"]["text_preprocess_ratio_bound"] > 0
     sys.path.insert(0, str(SCRIPT.parent))
     from pipeline import make_plan
     from report_pipeline import markdown
 
     section = markdown(results, make_plan(True, results["machine"]["cores"]))
     assert "### Text preprocessing profile" in section and "| 1 |" in section
+    assert "| `serving_efficiency` |" in section and "**unsettled**" in section and "Load generator:" in section
     # Under 3 minutes on 2 quiet cores; a shared CI machine gets slack, a hang does not.
     assert time.perf_counter() - started < 540

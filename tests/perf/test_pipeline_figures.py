@@ -1,0 +1,57 @@
+"""scripts/bench/pipeline.py's figures: other scripts' results, the load generator's say, and every reason kept."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
+
+from pipeline import external_figure, model_analyzer_reason, run_external, serving_figure
+
+from repo_builder.triton.perf_analyzer import LoadGenerator
+
+LOAD = {"before": [1.0, 1.0, 1.0], "after": [2.0, 1.5, 1.0], "cores": 2}
+KEYS = ("text_preprocess_ratio", "ratio")
+
+
+def test_external_figure_says_why_when_the_script_is_absent() -> None:
+    result, why = run_external("no_such_bench_script", quick=True)
+    assert result is None and why == "scripts/bench/no_such_bench_script.py is not in this tree, so this figure was not measured"
+    out = external_figure(result, why, KEYS, 5.0)
+    assert out["status"] == "not-measured" and out["value"] is None and out["note"] == why
+
+
+def test_external_figure_judges_the_rounds_another_script_measured() -> None:
+    out = external_figure({"text_preprocess_ratio": {"rounds": [5.5, 6.2, 5.9]}}, "", KEYS, 5.0)
+    assert out["status"] == "met" and out["value"] == 5.9 and out["source"] == "text_preprocess_ratio"
+    crossing = external_figure({"ratio": [4.8, 5.3]}, "", KEYS, 5.0)
+    assert crossing["status"] == "unsettled" and crossing["spread"] == [4.8, 5.3]
+
+
+def test_external_figure_reads_an_accuracy_as_lower_is_better_from_one_value() -> None:
+    assert external_figure({"mean_abs_diff": 0.004}, "", ("dali_mean_abs_diff", "mean_abs_diff"), 0.02, higher_is_better=False, min_rounds=1)["status"] == "met"
+    assert external_figure({"max_abs_diff": 0.4}, "", ("max_abs_diff",), 0.25, higher_is_better=False, min_rounds=1)["status"] == "missed"
+
+
+def test_external_figure_names_the_keys_it_looked_for_when_none_is_there() -> None:
+    out = external_figure({"something": 1.0}, "", KEYS, 5.0)
+    assert out["status"] == "not-measured" and "text_preprocess_ratio, ratio" in out["note"] and "something" in out["note"]
+
+
+def test_serving_efficiency_gets_no_verdict_from_the_python_client_even_above_target() -> None:
+    efficiency = {"rounds": [0.95, 0.97], "load_generator": "python", "note": "perf_analyzer: not installed"}
+    out = serving_figure(efficiency, LOAD)
+    assert out["status"] == "not-measured" and out["python_client_status"] == "met" and out["value"] == 0.96
+    assert out["fallback_note"] == "perf_analyzer: not installed" and out["load"] == LOAD and "Python gRPC client" in out["note"]
+
+
+def test_serving_efficiency_is_judged_when_perf_analyzer_measured_it() -> None:
+    out = serving_figure({"rounds": [0.91, 0.93], "load_generator": "perf_analyzer", "note": ""}, LOAD)
+    assert out["status"] == "met" and "python_client_status" not in out
+
+
+def test_model_analyzer_reason_carries_perf_analyzers_own_error() -> None:
+    note = "perf_analyzer cannot run (exit 1): version `GLIBC_2.38' not found; measured with the Python gRPC client instead"
+    reason = model_analyzer_reason(LoadGenerator("python", note=note))
+    assert "GLIBC_2.38" in reason and "measured with the Python" not in reason and "model_analyzer.py" in reason
