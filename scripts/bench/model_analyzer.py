@@ -81,8 +81,9 @@ def server_wrapper(workdir: Path) -> Path:
     return wrapper
 
 
-def run_model_analyzer(repository: Path, ensemble: str, steps: list[str], venv: Path, workdir: Path, budget: float) -> dict[str, Any]:
-    binary = perf_analyzer_binary(venv)
+def run_model_analyzer(repository: Path, ensemble: str, steps: list[str], venv: Path, workdir: Path, budget: float,
+                       perf_analyzer: Path | None = None) -> dict[str, Any]:
+    binary = perf_analyzer or perf_analyzer_binary(venv)
     cmd = [
         str(venv / "bin" / "model-analyzer"), "profile",
         "--model-repository", str(repository), "--profile-models", ensemble,
@@ -134,6 +135,8 @@ def main() -> int:
     parser.add_argument("--ma-venv", type=Path, default=Path(tempfile.gettempdir()) / "repo-builder-model-analyzer-venv")
     parser.add_argument("--budget-seconds", type=float, default=300.0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--perf-analyzer", type=Path, default=None,
+                        help="perf_analyzer for Model Analyzer (e.g. 2.51 from scripts/bench/perf_analyzer_251.py; PyPI's needs glibc 2.38)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from repo_builder.tune.flow import only_ensemble
@@ -144,7 +147,8 @@ def main() -> int:
     venv = ensure_venv(args.ma_venv)
     with tempfile.TemporaryDirectory(prefix="repo-builder-ma-") as tmp:
         work = Path(tmp)
-        analyzer = run_model_analyzer(args.repository.resolve(), ensemble, steps, venv, work, args.budget_seconds)
+        analyzer = run_model_analyzer(args.repository.resolve(), ensemble, steps, venv, work, args.budget_seconds,
+                                      args.perf_analyzer)
         tuned = run_tune(args.repository, ensemble, args.budget_seconds, work)
     result = {
         "repository": str(args.repository), "ensemble": ensemble, "machine_glibc": os.confstr("CS_GNU_LIBC_VERSION"),
