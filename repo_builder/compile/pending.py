@@ -38,7 +38,6 @@ from repo_builder.fsutil import (
     write_json_atomic,
     write_text_atomic,
 )
-from repo_builder.guarded_read import CONFIG, UnsafeFile, read_repository_file
 from repo_builder.plan_format import (
     DEFAULT_PLAN,
     PER_CAPABILITY_PLAN,
@@ -48,6 +47,7 @@ from repo_builder.plan_format import (
 )
 from repo_builder.spec import PlanArtifact, Signature
 from repo_builder.tensorrt_releases import same_tensorrt
+from repo_builder.triton_config import ConfigParseError, parse_config_text, read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
 
 Log = Callable[[str], None]
@@ -202,8 +202,7 @@ def update_config_text(text: str, *, max_batch_size: int | None = None, cc_model
     ``max_batch_size`` replaces a non-zero value (a config that does not batch is left alone);
     ``cc_model_filenames`` entries replace those with the same key and are appended.
     """
-    original = model_config_pb2.ModelConfig()
-    text_format.Parse(text, original)
+    original = parse_config_text(text, CONFIG_FILE)
     batch = max_batch_size if max_batch_size is not None and original.max_batch_size > 0 else None
     wanted = model_config_pb2.ModelConfig()
     wanted.CopyFrom(original)
@@ -212,10 +211,9 @@ def update_config_text(text: str, *, max_batch_size: int | None = None, cc_model
     for key, value in (cc_model_filenames or {}).items():
         wanted.cc_model_filenames[key] = value
     new = _edit_text(text, batch, cc_model_filenames or {})
-    check = model_config_pb2.ModelConfig()
     try:
-        text_format.Parse(new, check)
-    except text_format.ParseError:
+        check = parse_config_text(new, CONFIG_FILE)
+    except ConfigParseError:
         return text_format.MessageToString(wanted)  # as below: the edited text does not parse
     if check == wanted:
         return new
@@ -236,17 +234,12 @@ def _stderr(message: str) -> None:
 
 
 def _read_config(config_path: Path) -> tuple[str, model_config_pb2.ModelConfig]:
-    try:
-        text = read_repository_file(config_path, config_path.parent, CONFIG).decode("utf-8")
-        config = model_config_pb2.ModelConfig()
-        text_format.Parse(text, config)
-    except UnsafeFile as exc:
-        if exc.reason != "missing":
-            raise UserError(f"{config_path}: {exc}; fix it before compiling") from None
-        raise UserError(f"{config_path}: missing; the pending plan's model needs a config") from None
-    except (OSError, UnicodeDecodeError, text_format.ParseError) as exc:
-        raise UserError(f"{config_path}: cannot be read or parsed ({exc}); fix it before compiling") from None
-    return text, config
+    if not config_path.is_symlink() and not config_path.exists():
+        raise UserError(f"{config_path}: missing; the pending plan's model needs a config")
+    read = read_config_file(config_path, config_path.parent)
+    if read.config is None or read.text is None:
+        raise UserError(f"{config_path}: {read.problem}; fix it before compiling")
+    return read.text, read.config
 
 
 def _settings_for(r: PendingPlan, builder: str | None, timing_cache: Path | None) -> CompileSettings:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from google.protobuf import text_format
 
 from repo_builder.errors import UserError
-from repo_builder.render.parse_back import parse_config
+from repo_builder.triton_config import read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.scan import parse_version_name
 
@@ -59,17 +59,8 @@ def plan_versions(out: Path, names: Sequence[str], requested: int | None, force:
 
 def read_config(model_dir: Path) -> tuple[str | None, ModelConfig | None]:
     """A model's config text and parsed proto; (None, None) when missing, (text, None) when it does not parse."""
-    path = model_dir / CONFIG_FILE
-    try:
-        text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
-    except (OSError, UnicodeDecodeError):
-        return None, None
-    if text is None:
-        return None, None
-    try:
-        return text, parse_config(text, str(path))
-    except UserError:
-        return text, None
+    read = read_config_file(model_dir / CONFIG_FILE, model_dir.parent)
+    return read.text, read.config
 
 
 def served_versions(config: ModelConfig | None, present: Iterable[int]) -> tuple[int, ...]:

@@ -24,10 +24,10 @@ from repo_builder.fsutil import write_text_atomic
 from repo_builder.repository.moves import link_tree
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ensemble_members, measure, payloads_for
+from repo_builder.triton_config import read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.tune.knobs import Setting, StepKnobs, apply_knobs
 from repo_builder.tune.search import Measured
-from repo_builder.validate.scan import read_config
 
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -46,7 +46,7 @@ class LoadPlan:
 def read_model_config(repository: Path, name: str) -> ModelConfig:
     """A model's config.pbtxt, read as validate reads it (regular file inside the repository, bounded)."""
     path = repository / name / CONFIG_FILE
-    config, _, problem, _, _ = read_config(path, repository)
+    config, _, problem, _, _ = read_config_file(path, repository)
     if config is None:
         raise UserError(f"{path}: {problem or 'does not parse'}; fix it (repo-builder validate says how) before tuning")
     return config

@@ -89,7 +89,6 @@ EXCEPTIONS: dict[str, str] = {
     "repository/lock.py::_open_locked::os.open": WRITTEN + " (the build lock)",
     "repository/moves.py::plan_model::model.folder / CONFIG_FILE.read_text": WRITTEN + " (the staged config)",
     "repository/object_store.py::read_publish_state::store.read_bytes": NOT_A_FILE + " (an object store key)",
-    "repository/versions.py::read_config::path.read_text": WRITTEN + " (--out's config, regular files only)",
     "repository/writer.py::_bridge_move::model.folder / CONFIG_FILE.read_text": WRITTEN + " (the staged config)",
     "repository/writer.py::_commit_first::path.read_text": WRITTEN + " (the staged config)",
     "triton/bench.py::bench_model::server.load": NOT_A_FILE,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from repo_builder.guarded_read import ONNX, UnsafeFile, open_repository_file
-from repo_builder.validate.scan import import_pb2
+from repo_builder.lazy_pb2 import import_pb2
 
 
 class OnnxReadError(Exception):
