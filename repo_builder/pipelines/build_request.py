@@ -21,6 +21,7 @@ from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, plan_
 from repo_builder.pipelines.nvcf_assets import nvcf_settings
 from repo_builder.pipelines.option_files import check_labels_file
 from repo_builder.pipelines.registry import Family, build_family, family, prepare_family
+from repo_builder.pipelines.request_options import REQUEST_DEFAULTS
 from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
 from repo_builder.pipelines.settings import PipelineSettings
 from repo_builder.render.tuning import ModelTuning, step_instances, tune_model_step
@@ -40,21 +41,22 @@ class BuildRequest:
     family: str  # a key of pipelines.registry.FAMILIES: resnet50, image-classifier, text-classifier
     out: Path
     params: Mapping[str, Any] = field(default_factory=dict)  # the family's own options by dest (+ from_export)
-    name: str | None = None  # default: the family's
-    runtime: str = "auto"
-    max_batch_size: int = 8
-    top_k: int = 5
-    version: int | None = None
-    force: bool = False
-    templates: Path | None = None
-    labels: Path | None = None
-    defer_compile: bool = False
-    precision: str = "fp16"
-    check_parity: bool = True
-    instances: int | None = None
-    intra_op_threads: int | None = None
-    step_instances: int | None = None  # pre/post (Python) steps' instances; None: render.tuning.step_instances
-    replace: bool = False  # --replace: the ensemble's inputs/outputs may change (repository/build_target.py)
+    # The options' defaults as declared once in request_options.BUILD_OPTIONS (what --help shows).
+    name: str | None = REQUEST_DEFAULTS["name"]  # default: the family's
+    runtime: str = REQUEST_DEFAULTS["runtime"]
+    max_batch_size: int = REQUEST_DEFAULTS["max_batch_size"]
+    top_k: int = REQUEST_DEFAULTS["top_k"]
+    version: int | None = REQUEST_DEFAULTS["version"]
+    force: bool = REQUEST_DEFAULTS["force"]
+    templates: Path | None = REQUEST_DEFAULTS["templates"]
+    labels: Path | None = REQUEST_DEFAULTS["labels"]
+    defer_compile: bool = REQUEST_DEFAULTS["defer_compile"]
+    precision: str = REQUEST_DEFAULTS["precision"]
+    check_parity: bool = REQUEST_DEFAULTS["check_parity"]
+    instances: int | None = REQUEST_DEFAULTS["instances"]
+    intra_op_threads: int | None = REQUEST_DEFAULTS["intra_op_threads"]
+    step_instances: int | None = REQUEST_DEFAULTS["step_instances"]  # pre/post (Python) steps' instances; None: render.tuning.step_instances
+    replace: bool = REQUEST_DEFAULTS["replace"]  # --replace: the ensemble's inputs/outputs may change (repository/build_target.py)
     check: CheckRequest = field(default_factory=CheckRequest)
 
 

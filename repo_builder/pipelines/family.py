@@ -20,13 +20,10 @@ if TYPE_CHECKING:
     from repo_builder.export.progress import Steps
     from repo_builder.pipelines.assemble import BuildOptions
 
-# Shared `build` options a family may read (the others are generic); any other family refuses them if given.
-SHARED_OPTIONS = ("labels", "top_k")
-
-
 @dataclass(frozen=True)
 class FamilyOption:
-    """An extra option of a family's ``build`` (or ``export``) subcommand, as data (the CLI turns it into a click option)."""
+    """An option as data (the CLI turns it into a click option): a family's own option of its ``build`` (or
+    ``export``) subcommand, or one of the options every ``build`` takes (``request_options.BUILD_OPTIONS``)."""
 
     flags: tuple[str, ...]  # ("--model",) or ("--weights",)
     dest: str  # the keyword ``prepare`` (or the export's ``run``) reads
@@ -37,6 +34,7 @@ class FamilyOption:
     conflicts_with_export: bool = True  # meaningless with --from-export (the export already happened)
     choices: tuple[str, ...] = ()  # kind "choice": the accepted values
     required: bool = False  # export subcommands only: build has --from-export as the alternative
+    per_family: bool = False  # BUILD_OPTIONS only: read by the families listing its dest in shared_options
 
 
 @dataclass(frozen=True)
@@ -162,7 +160,7 @@ class Family:
     templates: tuple[str, ...] = ()  # the model.py templates it renders (config templates are generic)
     export: FamilyExport | None = None  # its ``repo-builder export`` subcommand (None: build only)
     signature_keys: tuple[str, ...] = ()  # metadata keys of signature.json its export writes and render reads
-    shared_options: tuple[str, ...] = ()  # of SHARED_OPTIONS: the shared build options it reads
+    shared_options: tuple[str, ...] = ()  # of request_options.SHARED_OPTIONS: the shared build options it reads
     reference: FamilyReference | None = None  # its reference check and bench reference
     title: str = ""  # one line for `build --help` / `export --help` listings (default: summary up to its first ': ')
 

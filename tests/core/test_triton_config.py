@@ -31,9 +31,8 @@ def _text_format_parse_calls(source: str) -> list[int]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in PARSERS and isinstance(func.value, ast.Name) and func.value.id == "text_format":
-            lines.append(node.lineno)
-        elif isinstance(func, ast.Name) and func.id in imported:
+        qualified = isinstance(func, ast.Attribute) and func.attr in PARSERS and isinstance(func.value, ast.Name) and func.value.id == "text_format"
+        if qualified or (isinstance(func, ast.Name) and func.id in imported):
             lines.append(node.lineno)
     return lines
 
