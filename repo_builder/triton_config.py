@@ -11,6 +11,7 @@ The proto module is imported through ``lazy_pb2`` so that offline validate never
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -22,7 +23,7 @@ from repo_builder.triton_layout import CONFIG_FILE
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-__all__ = ["MAX_CONFIG_BYTES", "ConfigParseError", "ConfigRead", "new_config", "parse_config_text", "read_config_file"]
+__all__ = ["MAX_CONFIG_BYTES", "ConfigParseError", "ConfigRead", "new_config", "parse_config_text", "read_config_file", "versions_to_load"]
 
 # Triton sets no size limit of its own: core reads the whole file into a string and hands it to
 # protobuf's text parser (model_config_utils.cc, ReadTextProto), which stops near 2 GiB. Configs with
@@ -89,3 +90,23 @@ def read_config_file(path: Path, root: Path | None = None) -> ConfigRead:
     except ConfigParseError as exc:
         return ConfigRead(None, text, f"failed to parse {CONFIG_FILE}: {exc.detail}", exc.line, exc.column)
     return ConfigRead(config, text, None)
+
+
+def versions_to_load(config: ModelConfig | None, present: Iterable[int]) -> tuple[int, ...]:
+    """The versions Triton loads from the ``present`` version folders under ``config``'s version policy.
+
+    Mirrors core's ``VersionsToLoad`` (model_lifecycle.cc): no policy means the latest one; a ``specific``
+    version without its folder is skipped; ``latest`` takes the ``num_versions`` greatest; a policy with no
+    choice set means all. Sorted ascending. The one implementation: validate (per scanned model) and the
+    writer (which versions a config it replaces served) both call it.
+    """
+    existing = sorted(set(present), reverse=True)
+    if config is None or not config.HasField("version_policy"):
+        return tuple(existing[:1])
+    policy = config.version_policy
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "specific":
+        return tuple(sorted(set(policy.specific.versions) & set(existing)))
+    if choice == "latest":
+        return tuple(sorted(existing[: max(policy.latest.num_versions, 0)]))
+    return tuple(sorted(existing))

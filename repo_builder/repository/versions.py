@@ -9,14 +9,14 @@ that pins it replaces the old one, a single ``os.replace``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
 from repo_builder.errors import UserError
-from repo_builder.triton_config import read_config_file
+from repo_builder.triton_config import read_config_file, versions_to_load
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.scan import parse_version_name
 
@@ -63,18 +63,8 @@ def read_config(model_dir: Path) -> tuple[str | None, ModelConfig | None]:
     return read.text, read.config
 
 
-def served_versions(config: ModelConfig | None, present: Iterable[int]) -> tuple[int, ...]:
-    """The versions Triton serves under ``config``'s version policy (core ``VersionsToLoad``)."""
-    existing = sorted(set(present), reverse=True)
-    if config is None or not config.HasField("version_policy"):
-        return tuple(existing[:1])
-    policy = config.version_policy
-    choice = policy.WhichOneof("policy_choice")
-    if choice == "specific":
-        return tuple(sorted(set(policy.specific.versions) & set(existing)))
-    if choice == "latest":
-        return tuple(sorted(existing[: max(policy.latest.num_versions, 0)]))
-    return tuple(sorted(existing))
+# The versions Triton serves under a config's version policy: the one VersionsToLoad, under the writer's name.
+served_versions = versions_to_load
 
 
 def is_pinned(config: ModelConfig | None) -> bool:

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from repo_builder import triton_config
-from repo_builder.triton_config import MAX_CONFIG_BYTES, ConfigParseError, parse_config_text, read_config_file
+from repo_builder.triton_config import (
+    MAX_CONFIG_BYTES,
+    ConfigParseError,
+    parse_config_text,
+    read_config_file,
+    versions_to_load,
+)
 
 PACKAGE = Path(triton_config.__file__).resolve().parent
 PARSERS = frozenset({"Parse", "Merge", "ParseLines", "MergeLines"})
@@ -108,3 +114,30 @@ def test_read_refuses_without_blocking_when_the_config_is_a_fifo(tmp_path: Path)
     os.mkfifo(path)
     read = read_config_file(path)
     assert read.config is None and read.problem is not None
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("", (3,)),  # no policy: the greatest
+        ("version_policy { latest { num_versions: 2 } }", (2, 3)),
+        ("version_policy { specific { versions: [1, 4] } }", (1,)),  # 4 has no folder: skipped
+        ("version_policy { all {} }", (1, 2, 3)),
+    ],
+)
+def test_versions_to_load_follows_the_policy_when_folders_are_present(policy: str, expected: tuple[int, ...]) -> None:
+    config = parse_config_text(f'name: "m" {policy}', "m")
+    assert versions_to_load(config, [3, 1, 2]) == expected
+
+
+def test_versions_to_load_is_the_one_implementation_when_validate_and_the_writer_ask(tmp_path: Path) -> None:
+    from repo_builder.repository import versions as writer_versions
+    from repo_builder.validate.analysis.versions import versions_to_load as validate_versions
+    from repo_builder.validate.scan import scan_repository
+
+    assert writer_versions.served_versions is versions_to_load
+    path = _model(tmp_path, 'name: "m" version_policy { latest { num_versions: 2 } }')
+    for v in ("1", "2", "3", "01"):
+        (path.parent / v).mkdir()
+    model = scan_repository(tmp_path).models[0]
+    assert validate_versions(model) == versions_to_load(model.config, model.version_numbers) == (2, 3)
