@@ -38,6 +38,7 @@ from repo_builder.fsutil import (
     write_json_atomic,
     write_text_atomic,
 )
+from repo_builder.onnx_io import OnnxReadError, read_onnx_signature
 from repo_builder.plan_format import (
     DEFAULT_PLAN,
     PER_CAPABILITY_PLAN,
@@ -117,16 +118,10 @@ def plans_in(version_dir: Path, recipe_settings: CompileSettings | None = None) 
 
 def external_data_files(onnx_path: Path) -> tuple[str, ...]:
     """Files an ONNX keeps its weights in (``location`` of external tensors), relative to its folder."""
-    import onnx  # slow to import (~0.3 s); only defer/compile need it
-
-    try:
-        model = onnx.load(str(onnx_path), load_external_data=False)
-    except Exception as exc:
+    try:  # the one ONNX reader: weights never parsed, the file read through the guarded reader
+        found = set(read_onnx_signature(onnx_path, onnx_path.parent).external_files)
+    except OnnxReadError as exc:
         raise UserError(f"{onnx_path}: not a readable ONNX model ({exc})") from None
-    found: set[str] = set()
-    for tensor in model.graph.initializer:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            found.update(entry.value for entry in tensor.external_data if entry.key == "location")
     for name in found:
         if Path(name).is_absolute() or ".." in Path(name).parts:
             raise UserError(f"{onnx_path}: external data '{name}' is outside the model's folder; re-save it beside the ONNX")
