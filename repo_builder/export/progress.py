@@ -1,7 +1,8 @@
-"""The one progress helper for work a user waits on (export, parity, each build step), on stderr.
+"""The one progress helper for work a user waits on (export, parity, each build stage), on stderr.
 
-On a terminal: a rich spinner while a step runs and a tick with its time after. Elsewhere (CI logs,
-pipes): plain lines, one when a step starts and one when it ends, so a log shows what took the time.
+On a terminal: a rich spinner while a stage runs and a tick with its time after. Elsewhere (CI logs,
+pipes): plain lines, one when a stage starts and one when it ends, so a log shows what took the time.
+("Stages" are what a command goes through; "steps" are the models of a pipeline: docs/architecture.md, Words.)
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ def _plain(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-class Steps:
-    """``with steps.step("exporting"):`` shows the step while it runs and its time after.
+class Stages:
+    """``with stages.stage("exporting"):`` shows the stage while it runs and its time after.
 
     ``enabled=False`` (``-q``) prints nothing; ``tty=None`` asks whether stderr is a terminal.
     ``write`` replaces the plain-line writer (``build`` passes its own logger).
@@ -34,7 +35,7 @@ class Steps:
             self._console = Console(stderr=True)
 
     def note(self, message: str) -> None:
-        """A line of its own (not a timed step)."""
+        """A line of its own (not a timed stage)."""
         if not self.enabled:
             return
         if self._console is not None:
@@ -43,7 +44,7 @@ class Steps:
             self._write(message)
 
     @contextlib.contextmanager
-    def step(self, description: str) -> Iterator[None]:
+    def stage(self, description: str) -> Iterator[None]:
         if not self.enabled:
             yield
             return
