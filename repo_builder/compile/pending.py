@@ -28,7 +28,7 @@ from repo_builder.compile.plan import (
     compile_plan,
     require_build_environment,
 )
-from repo_builder.compile.precision import plan_precision, read_onnx_facts
+from repo_builder.compile.precision import choose_precision, read_onnx_facts
 from repo_builder.compile_recipe import RECIPE_FILE, SOURCE_ONNX, CompileSettings, Recipe, read_recipe
 from repo_builder.errors import UserError
 from repo_builder.fsutil import (
@@ -262,7 +262,7 @@ def _precheck(todo: Sequence[PendingPlan], envs: dict[str, BuildEnvironment], bu
         _read_config(r.version_dir.parent / CONFIG_FILE)
         env = envs[builder or r.recipe.settings.builder]
         try:
-            plan_precision(r.recipe.settings.precision, env.tensorrt_major, read_onnx_facts(onnx))
+            choose_precision(r.recipe.settings.precision, env.tensorrt_major, read_onnx_facts(onnx))
         except UserError as exc:
             raise UserError(f"{r.model}/{r.version}: {exc}; nothing was built") from None
 
@@ -274,7 +274,7 @@ def check_recipe_paths(recipes: Sequence[PendingPlan]) -> None:
             member_path(r.version_dir, name, r.recipe_path)
 
 
-def _plan_todo(recipes: list[PendingPlan], builder: str | None, device: int) -> tuple[list[PendingPlan], dict[str, BuildEnvironment]]:
+def _todo_and_builders(recipes: list[PendingPlan], builder: str | None, device: int) -> tuple[list[PendingPlan], dict[str, BuildEnvironment]]:
     check_recipe_paths(recipes)
     todo = [r for r in recipes if r.pending]
     per_cap = [r for r in recipes if not r.pending and r.recipe.settings.per_capability]
@@ -327,7 +327,7 @@ def compile_pending(
     this machine's TensorRT is refused before building).
     """
     log = log or _stderr
-    todo, envs = _plan_todo(find_recipes(Path(repository)), builder, device)
+    todo, envs = _todo_and_builders(find_recipes(Path(repository)), builder, device)
     _precheck(todo, envs, builder, expected_tensorrt)
     if not todo:
         log("no pending TensorRT plans")

@@ -17,7 +17,7 @@ from repo_builder.compile.plan import require_build_environment
 from repo_builder.errors import ToolError, UserError
 from repo_builder.export.progress import Stages
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult
-from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, plan_check, run_check
+from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, choose_check, run_check
 from repo_builder.pipelines.nvcf_assets import nvcf_settings
 from repo_builder.pipelines.option_files import check_labels_file
 from repo_builder.pipelines.registry import Family, build_family, family, prepare_family
@@ -141,13 +141,13 @@ def build(request: BuildRequest, *, log: Log | None = None, stages: Stages | Non
     chosen = family(request.family)
     options, tuning = build_options(request, chosen)
     # Refuse a contradictory check (e.g. --defer-compile --no-gpu) before anything is exported.
-    plan_check(options.out, options.settings.runtime, options.defer_compile, request.check)
+    choose_check(options.out, options.settings.runtime, options.defer_compile, request.check)
     stages = stages or Stages(False)
     job = prepare_family(chosen, options, request.params, stages)
     result = build_family(chosen, options, request.params, stages=stages, log=log, job=job)
     log(tuning.summary())  # after the build: an option refused on the way (e.g. --version taken) stays one line
-    plan = plan_check(result.repository, result.runtime, result.pending_compile, request.check)
+    check = choose_check(result.repository, result.runtime, result.pending_compile, request.check)
     # A note, not a timed step: --live shows its own progress, and two live displays cannot nest.
-    stages.note(f"validating: {plan.command}")
-    outcome = run_check(plan, log=log)
+    stages.note(f"validating: {check.command}")
+    outcome = run_check(check, log=log)
     return BuildOutcome(result, outcome)

@@ -44,7 +44,7 @@ def next_version(model_dir: Path) -> int:
     return versions[-1] + 1 if versions else 1
 
 
-def plan_versions(out: Path, names: Sequence[str], requested: int | None, force: bool) -> dict[str, int]:
+def choose_versions(out: Path, names: Sequence[str], requested: int | None, force: bool) -> dict[str, int]:
     """Model name -> version to write. Never an existing version unless ``force``."""
     if requested is None:
         return {name: next_version(out / name) for name in names}
