@@ -23,7 +23,7 @@ from repo_builder.cli.options import (
     output_file_option,
     target_line,
 )
-from repo_builder.export.progress import Stages
+from repo_builder.export.progress import Phases
 from repo_builder.pipelines.build_check import DEFAULT_LOAD_TIMEOUT, CheckRequest
 from repo_builder.pipelines.build_request import BuildOutcome, BuildRequest, build
 from repo_builder.pipelines.registry import FAMILIES, Family
@@ -95,8 +95,8 @@ def run_build(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) ->
     output = Output("json" if kwargs["as_json"] else kwargs["fmt"], kwargs["quiet"], kwargs["verbose"], kwargs["output_path"])
     check_output_file(output.path)
     log = None if kwargs["quiet"] else _stderr
-    stages = Stages(not kwargs["quiet"], write=_stderr)
-    outcome = build(build_request(chosen, params, kwargs), log=log, stages=stages)
+    phases = Phases(not kwargs["quiet"], write=_stderr)
+    outcome = build(build_request(chosen, params, kwargs), log=log, phases=phases)
     _print_summary(outcome, output, target_line(kwargs["gpu"]))
     return 0 if outcome.ok else 1
 

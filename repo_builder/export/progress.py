@@ -1,8 +1,9 @@
-"""The one progress helper for work a user waits on (export, parity, each build stage), on stderr.
+"""The one progress helper for work a user waits on (export, parity, each build phase), on stderr.
 
-On a terminal: a rich spinner while a stage runs and a tick with its time after. Elsewhere (CI logs,
-pipes): plain lines, one when a stage starts and one when it ends, so a log shows what took the time.
-("Stages" are what a command goes through; "steps" are the models of a pipeline: docs/architecture.md, Words.)
+On a terminal: a rich spinner while a phase runs and a tick with its time after. Elsewhere (CI logs,
+pipes): plain lines, one when a phase starts and one when it ends, so a log shows what took the time.
+("Phases" are what a command goes through while a user waits; "steps" are the models of a pipeline; a "stage"
+is the folder a build writes before moving it in: docs/architecture.md, Words.)
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ def _plain(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-class Stages:
-    """``with stages.stage("exporting"):`` shows the stage while it runs and its time after.
+class Phases:
+    """``with phases.phase("exporting"):`` shows the phase while it runs and its time after.
 
     ``enabled=False`` (``-q``) prints nothing; ``tty=None`` asks whether stderr is a terminal.
     ``write`` replaces the plain-line writer (``build`` passes its own logger).
@@ -35,7 +36,7 @@ class Stages:
             self._console = Console(stderr=True)
 
     def note(self, message: str) -> None:
-        """A line of its own (not a timed stage)."""
+        """A line of its own (not a timed phase)."""
         if not self.enabled:
             return
         if self._console is not None:
@@ -44,7 +45,7 @@ class Stages:
             self._write(message)
 
     @contextlib.contextmanager
-    def stage(self, description: str) -> Iterator[None]:
+    def phase(self, description: str) -> Iterator[None]:
         if not self.enabled:
             yield
             return

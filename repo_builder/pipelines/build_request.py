@@ -15,7 +15,7 @@ from typing import Any
 from repo_builder.compile import CompileSettings
 from repo_builder.compile.plan import require_build_environment
 from repo_builder.errors import ToolError, UserError
-from repo_builder.export.progress import Stages
+from repo_builder.export.progress import Phases
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult
 from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, choose_check, run_check
 from repo_builder.pipelines.nvcf_assets import nvcf_settings
@@ -132,7 +132,7 @@ def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, 
     return options, tuning
 
 
-def build(request: BuildRequest, *, log: Log | None = None, stages: Stages | None = None) -> BuildOutcome:
+def build(request: BuildRequest, *, log: Log | None = None, phases: Phases | None = None) -> BuildOutcome:
     """Build ``request.family`` into ``request.out`` and validate it; ``outcome.check.command`` repeats the check.
 
     ``log`` receives progress lines (None: quiet); raises UserError/ToolError for bad input or a missing tool.
@@ -142,12 +142,12 @@ def build(request: BuildRequest, *, log: Log | None = None, stages: Stages | Non
     options, tuning = build_options(request, chosen)
     # Refuse a contradictory check (e.g. --defer-compile --no-gpu) before anything is exported.
     choose_check(options.out, options.settings.runtime, options.defer_compile, request.check)
-    stages = stages or Stages(False)
-    job = prepare_family(chosen, options, request.params, stages)
-    result = build_family(chosen, options, request.params, stages=stages, log=log, job=job)
+    phases = phases or Phases(False)
+    job = prepare_family(chosen, options, request.params, phases)
+    result = build_family(chosen, options, request.params, phases=phases, log=log, job=job)
     log(tuning.summary())  # after the build: an option refused on the way (e.g. --version taken) stays one line
     check = choose_check(result.repository, result.runtime, result.pending_compile, request.check)
     # A note, not a timed step: --live shows its own progress, and two live displays cannot nest.
-    stages.note(f"validating: {check.command}")
+    phases.note(f"validating: {check.command}")
     outcome = run_check(check, log=log)
     return BuildOutcome(result, outcome)

@@ -17,7 +17,7 @@ from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact
 
 if TYPE_CHECKING:
-    from repo_builder.export.progress import Stages
+    from repo_builder.export.progress import Phases
     from repo_builder.pipelines.assemble import BuildOptions
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class FamilyReference:
 
 
 # prepare(params by dest, the build's options, progress) -> FamilyJob; raises UserError on bad options.
-Prepare = Callable[[Mapping[str, Any], "BuildOptions", "Stages"], FamilyJob]
+Prepare = Callable[[Mapping[str, Any], "BuildOptions", "Phases"], FamilyJob]
 # render(inputs) -> every model of the pipeline (pre, model, post..., the ensemble last).
 FamilyRenderer = Callable[[RenderInputs], tuple[RenderedModel, ...]]
 
