@@ -24,10 +24,10 @@ from repo_builder.cli.options import (
     target_line,
 )
 from repo_builder.export.progress import Phases
-from repo_builder.pipelines.build_check import DEFAULT_LOAD_TIMEOUT, CheckRequest
+from repo_builder.pipelines.build_check import CheckRequest
 from repo_builder.pipelines.build_request import BuildOutcome, BuildRequest, build
 from repo_builder.pipelines.registry import FAMILIES, Family
-from repo_builder.pipelines.request_options import BUILD_OPTIONS, request_fields
+from repo_builder.pipelines.request_options import BUILD_OPTIONS, CHECK_OPTIONS, request_fields
 
 Log = Callable[[str], None]
 
@@ -40,15 +40,7 @@ def _stderr(message: str) -> None:
 common_options = option_group(*(family_option(o) for o in BUILD_OPTIONS))  # declared once: pipelines/request_options.py
 
 # The validation build ends with: the same flags as `repo-builder validate`, and build prints that command.
-check_options = option_group(
-    click.option("--strict", is_flag=True, help="Validate as Triton with --disable-auto-complete-config: configs must be complete."),
-    gpu_option,
-    click.option("--allow-pending", is_flag=True, help="TensorRT plans still to be compiled are warnings (implied by --defer-compile)."),
-    click.option("--live", is_flag=True, help="After building, load every model into the embedded Triton and send one request per ensemble (runs the generated model.py files)."),
-    click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="--live: this tritonserver binary instead of the embedded one."),
-    click.option("--load-timeout", type=float, default=DEFAULT_LOAD_TIMEOUT, show_default=True, metavar="SECONDS", help="--live: per-model load timeout."),
-    click.option("--allow-unproven", is_flag=True, help="--live: models the embedded server cannot load here (TensorRT without a GPU) do not fail the build."),
-)
+check_options = option_group(*(family_option(o) for o in CHECK_OPTIONS[:1]), gpu_option, *(family_option(o) for o in CHECK_OPTIONS[1:]))
 
 output_options = option_group(
     click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -61,15 +53,7 @@ output_options = option_group(
 
 
 def check_request(kwargs: dict[str, Any]) -> CheckRequest:
-    return CheckRequest(
-        strict=kwargs["strict"],
-        gpu=kwargs["gpu"],
-        allow_pending=kwargs["allow_pending"],
-        live=kwargs["live"],
-        tritonserver=kwargs["tritonserver"],
-        load_timeout=kwargs["load_timeout"],
-        allow_unproven=kwargs["allow_unproven"],
-    )
+    return CheckRequest(gpu=kwargs["gpu"], **request_fields(kwargs, CHECK_OPTIONS))
 
 
 def build_request(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) -> BuildRequest:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.pipelines.request_options import CHECK_DEFAULTS, DEFAULT_LOAD_TIMEOUT
 from repo_builder.validate.live import LiveSettings
 from repo_builder.validate.location import target_has_gpu, validate_location
 from repo_builder.validate.records import Severity, ValidateOptions
@@ -21,20 +22,20 @@ from repo_builder.validate.report import Report
 from repo_builder.validate.reporters.formatting import live_json
 
 Log = Callable[[str], None]
-DEFAULT_LOAD_TIMEOUT = 60.0  # seconds, as `repo-builder validate --load-timeout`
 
 
 @dataclass(frozen=True)
 class CheckRequest:
     """Build's validation flags, as the user gave them (None: decided from the build)."""
 
-    strict: bool = False
+    # Defaults as declared once in request_options.CHECK_OPTIONS (what --help shows).
+    strict: bool = CHECK_DEFAULTS["strict"]
     gpu: bool | None = None  # --gpu/--no-gpu; None: a GPU server, as in every command
-    allow_pending: bool = False
-    live: bool = False
-    tritonserver: Path | None = None
-    load_timeout: float = DEFAULT_LOAD_TIMEOUT
-    allow_unproven: bool = False  # --live: models the embedded server cannot load here do not fail the build
+    allow_pending: bool = CHECK_DEFAULTS["allow_pending"]
+    live: bool = CHECK_DEFAULTS["live"]
+    tritonserver: Path | None = CHECK_DEFAULTS["tritonserver"]
+    load_timeout: float = CHECK_DEFAULTS["load_timeout"]
+    allow_unproven: bool = CHECK_DEFAULTS["allow_unproven"]  # --live: models the embedded server cannot load here do not fail the build
 
     def __post_init__(self) -> None:
         if not self.load_timeout > 0:

@@ -1,7 +1,8 @@
 """The options every ``build <family>`` takes, declared once: flag, destination, type, default and help.
 
 ``cli/build.py`` turns each record into its click option (``cli.options.family_option``, as for a family's own
-options) and ``pipelines/build_request.py`` takes ``BuildRequest``'s field defaults from ``REQUEST_DEFAULTS``;
+options); ``BuildRequest`` takes its field defaults from ``REQUEST_DEFAULTS`` and ``CheckRequest`` (the
+validation after the build) from ``CHECK_DEFAULTS`` (``--gpu/--no-gpu`` is every command's ``cli.options.gpu_option``);
 ``tests/build/test_request_options.py`` checks that the CLI, the request and the docs agree. A record with
 ``per_family`` is read only by the families that list its ``dest`` in ``Family.shared_options``; the others
 refuse it when given (``registry.check_shared_options``).
@@ -17,7 +18,10 @@ from repo_builder.pipelines.family import FamilyOption
 from repo_builder.pipelines.runtime import CHOICES
 from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE
 
-__all__ = ["BUILD_OPTIONS", "NEGATED_FIELDS", "REQUEST_DEFAULTS", "SHARED_OPTIONS", "request_fields"]
+__all__ = [
+    "BUILD_OPTIONS", "CHECK_DEFAULTS", "CHECK_OPTIONS", "DEFAULT_LOAD_TIMEOUT", "NEGATED_FIELDS", "REQUEST_DEFAULTS",
+    "SHARED_OPTIONS", "request_fields",
+]
 
 # In --help order.
 BUILD_OPTIONS: tuple[FamilyOption, ...] = (
@@ -56,6 +60,22 @@ BUILD_OPTIONS: tuple[FamilyOption, ...] = (
                  kind="int"),
 )
 
+DEFAULT_LOAD_TIMEOUT = 60.0  # seconds, as `repo-builder validate --load-timeout`
+
+# The validation build ends with: the same flags as `repo-builder validate` (and --gpu/--no-gpu), in --help order.
+CHECK_OPTIONS: tuple[FamilyOption, ...] = (
+    FamilyOption(("--strict",), "strict", "Validate as Triton with --disable-auto-complete-config: configs must be complete.", kind="flag"),
+    FamilyOption(("--allow-pending",), "allow_pending", "TensorRT plans still to be compiled are warnings (implied by --defer-compile).",
+                 kind="flag"),
+    FamilyOption(("--live",), "live", "After building, load every model into the embedded Triton and send one request per ensemble "
+                 "(runs the generated model.py files).", kind="flag"),
+    FamilyOption(("--tritonserver",), "tritonserver", "--live: this tritonserver binary instead of the embedded one.", kind="path"),
+    FamilyOption(("--load-timeout",), "load_timeout", "--live: per-model load timeout.", default=DEFAULT_LOAD_TIMEOUT, kind="float",
+                 metavar="SECONDS"),
+    FamilyOption(("--allow-unproven",), "allow_unproven",
+                 "--live: models the embedded server cannot load here (TensorRT without a GPU) do not fail the build.", kind="flag"),
+)
+
 # Flags whose request field says the opposite (dest -> field): --no-parity fills check_parity=False.
 NEGATED_FIELDS: Mapping[str, str] = {"skip_parity": "check_parity"}
 
@@ -68,14 +88,15 @@ def _field_default(option: FamilyOption) -> Any:
     return not value if option.dest in NEGATED_FIELDS else value
 
 
-# BuildRequest's field -> its default: what the CLI passes when the flag is not given.
+# BuildRequest's (CheckRequest's) field -> its default: what the CLI passes when the flag is not given.
 REQUEST_DEFAULTS: Mapping[str, Any] = {NEGATED_FIELDS.get(o.dest, o.dest): _field_default(o) for o in BUILD_OPTIONS if not o.required}
+CHECK_DEFAULTS: Mapping[str, Any] = {o.dest: _field_default(o) for o in CHECK_OPTIONS}
 
 
-def request_fields(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The BuildRequest fields from parsed option values by ``dest`` (the click callback's keywords)."""
+def request_fields(values: Mapping[str, Any], options: tuple[FamilyOption, ...] = BUILD_OPTIONS) -> dict[str, Any]:
+    """The request's fields from parsed option values by ``dest`` (the click callback's keywords)."""
     fields = {}
-    for option in BUILD_OPTIONS:
+    for option in options:
         value = values[option.dest]
         if option.dest in NEGATED_FIELDS:
             fields[NEGATED_FIELDS[option.dest]] = not value

@@ -1,6 +1,6 @@
 """Build options are declared once (pipelines/request_options.py, issue 22): every `build <family>` command
-offers exactly those flags with their declared defaults and help, BuildRequest's fields are exactly the
-declared options with the same defaults, and the README's build section names every flag."""
+offers exactly those flags with their declared defaults and help, BuildRequest's and CheckRequest's fields are
+exactly the declared options with the same defaults, and the README's build section names every flag."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ import pytest
 
 from repo_builder.cli.build import command as build_group
 from repo_builder.cli.build import family_command
+from repo_builder.pipelines.build_check import CheckRequest
 from repo_builder.pipelines.build_request import BuildRequest
 from repo_builder.pipelines.family import FamilyOption
 from repo_builder.pipelines.registry import FAMILIES
 from repo_builder.pipelines.request_options import (
     BUILD_OPTIONS,
+    CHECK_DEFAULTS,
+    CHECK_OPTIONS,
     NEGATED_FIELDS,
     REQUEST_DEFAULTS,
     SHARED_OPTIONS,
@@ -36,7 +39,7 @@ def _option(command: click.Command, dest: str) -> click.Option:
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@pytest.mark.parametrize("declared", BUILD_OPTIONS, ids=lambda o: o.flags[0])
+@pytest.mark.parametrize("declared", BUILD_OPTIONS + CHECK_OPTIONS, ids=lambda o: o.flags[0])
 def test_build_command_offers_the_declared_option_when_generated(family: str, declared: FamilyOption) -> None:
     command = build_group.get_command(click.Context(build_group), family)
     assert command is not None
@@ -66,6 +69,12 @@ def test_request_defaults_equal_the_declared_defaults_when_the_cli_passes_nothin
     assert REQUEST_DEFAULTS["max_batch_size"] == 8 and REQUEST_DEFAULTS["check_parity"] is True  # the documented defaults
 
 
+def test_check_request_fields_are_the_declared_check_options_when_compared() -> None:
+    fields = {f.name: f.default for f in dataclasses.fields(CheckRequest)}
+    assert fields.pop("gpu") is None  # --gpu/--no-gpu: every command's one option (cli/options.gpu_option)
+    assert fields == dict(CHECK_DEFAULTS) and set(fields) == {o.dest for o in CHECK_OPTIONS}
+
+
 def test_request_fields_negate_no_parity_when_the_flag_is_given() -> None:
     values = {o.dest: (True if o.kind == "flag" else o.default) for o in BUILD_OPTIONS}
     fields = request_fields(values)
@@ -81,5 +90,5 @@ def test_every_shared_option_is_declared_per_family_when_a_family_reads_it() -> 
 def test_readme_build_section_names_every_build_option_when_read() -> None:
     text = README.read_text(encoding="utf-8")
     section = text[text.index("# Build a complete repository"): text.index("# build ends with")]
-    missing = [o.flags[0] for o in BUILD_OPTIONS if not re.search(re.escape(o.flags[0]) + r"\b", section)]
+    missing = [o.flags[0] for o in BUILD_OPTIONS + CHECK_OPTIONS if not re.search(re.escape(o.flags[0]) + r"\b", section)]
     assert missing == []
