@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from repo_builder.pipelines.option_record import (
+    FamilyOption as FamilyOption,  # re-exported: family modules import it from here
+)
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact
@@ -19,23 +22,6 @@ from repo_builder.spec import OnnxArtifact
 if TYPE_CHECKING:
     from repo_builder.export.progress import Phases
     from repo_builder.pipelines.assemble import BuildOptions
-
-@dataclass(frozen=True)
-class FamilyOption:
-    """An option as data (the CLI turns it into a click option): a family's own option of its ``build`` (or
-    ``export``) subcommand, or one of the options every ``build`` takes (``request_options.BUILD_OPTIONS``)."""
-
-    flags: tuple[str, ...]  # ("--model",) or ("--weights",)
-    dest: str  # the keyword ``prepare`` (or the export's ``run``) reads
-    help: str
-    default: Any = None
-    kind: str = "text"  # text | path | int | float | flag | choice
-    metavar: str | None = None
-    conflicts_with_export: bool = True  # meaningless with --from-export (the export already happened)
-    choices: tuple[str, ...] = ()  # kind "choice": the accepted values
-    required: bool = False  # export subcommands only: build has --from-export as the alternative
-    per_family: bool = False  # BUILD_OPTIONS only: read by the families listing its dest in shared_options
-
 
 @dataclass(frozen=True)
 class FamilyJob:

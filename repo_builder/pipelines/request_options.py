@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from repo_builder.compile_recipe import PRECISIONS
-from repo_builder.pipelines.family import FamilyOption
+from repo_builder.pipelines.option_record import FamilyOption
 from repo_builder.pipelines.runtime import CHOICES
 from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE
 
