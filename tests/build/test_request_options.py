@@ -92,3 +92,17 @@ def test_readme_build_section_names_every_build_option_when_read() -> None:
     section = text[text.index("# Build a complete repository"): text.index("# build ends with")]
     missing = [o.flags[0] for o in BUILD_OPTIONS + CHECK_OPTIONS if not re.search(re.escape(o.flags[0]) + r"\b", section)]
     assert missing == []
+
+
+def test_max_batch_size_default_is_written_once_when_the_package_is_searched() -> None:
+    """spec.DEFAULT_MAX_BATCH_SIZE is the one place; settings, the request, the recipe and both CLIs use it."""
+    import repo_builder
+    from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE
+
+    package = Path(repo_builder.__file__).resolve().parent
+    literal = re.compile(r"""max_batch_size\b[^=\n]*=\s*8\b|["']max_batch_size["'],\s*8\b|--max-batch-size["'].*default=8\b""")
+    found = [f"{p.relative_to(package)}:{n}" for p in package.rglob("*.py") for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if literal.search(line)]
+    assert found == []
+    assert literal.search("    max_batch_size: int = 8") and literal.search('data.get("max_batch_size", 8)')  # the search can fail
+    assert DEFAULT_MAX_BATCH_SIZE == 8 and REQUEST_DEFAULTS["max_batch_size"] == DEFAULT_MAX_BATCH_SIZE
