@@ -14,7 +14,7 @@ from typing import Any
 from repo_builder import __version__
 from repo_builder.errors import UserError
 from repo_builder.fsutil import read_json_format
-from repo_builder.spec import Profile, Signature
+from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE, Profile, Signature
 
 RECIPE_FILE = "compile.json"
 RECIPE_FORMAT = 1
@@ -28,7 +28,7 @@ BUILDERS = ("auto", "api", "trtexec")
 class CompileSettings:
     """Build settings. ``profiles`` are overrides (possibly naming only some inputs); the rest is derived."""
 
-    max_batch_size: int = 8
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     max_seq_len: int | None = None
     precision: str = "fp16"
     builder: str = "auto"
@@ -83,7 +83,7 @@ def settings_to_json(settings: CompileSettings) -> dict[str, Any]:
 def settings_from_json(data: dict[str, Any]) -> CompileSettings:
     cache = data.get("timing_cache")
     return CompileSettings(
-        max_batch_size=int(data.get("max_batch_size", 8)),
+        max_batch_size=int(data.get("max_batch_size", DEFAULT_MAX_BATCH_SIZE)),
         max_seq_len=data.get("max_seq_len"),
         precision=data.get("precision", "fp16"),
         builder=data.get("builder", "auto"),

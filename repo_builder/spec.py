@@ -17,6 +17,9 @@ from repo_builder.guarded_read import SETTINGS, UnsafeFile, loads_json, read_rep
 
 SIGNATURE_FILE = "signature.json"
 SIGNATURE_FORMAT = 1
+# The batch size a build serves and compiles for unless told (--max-batch-size of build and compile, the
+# compile recipe, the pipeline settings): written here once.
+DEFAULT_MAX_BATCH_SIZE = 8
 
 Dim = int | str  # an int is a fixed size; a str names a symbolic (dynamic) axis, e.g. "batch"
 

@@ -23,12 +23,11 @@ from repo_builder.cli.options import (
     output_file_option,
     target_line,
 )
-from repo_builder.compile_recipe import PRECISIONS
-from repo_builder.export.progress import Steps
-from repo_builder.pipelines.build_check import DEFAULT_LOAD_TIMEOUT, CheckRequest
+from repo_builder.export.progress import Phases
+from repo_builder.pipelines.build_check import CheckRequest
 from repo_builder.pipelines.build_request import BuildOutcome, BuildRequest, build
 from repo_builder.pipelines.registry import FAMILIES, Family
-from repo_builder.pipelines.runtime import CHOICES
+from repo_builder.pipelines.request_options import BUILD_OPTIONS, CHECK_OPTIONS, request_fields
 
 Log = Callable[[str], None]
 
@@ -38,42 +37,10 @@ def _stderr(message: str) -> None:
     click.echo(message, err=True)
 
 
-common_options = option_group(
-    click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Model repository folder to write into (created if missing)."),
-    click.option("--name", default=None, help="Ensemble name clients call; members are NAME_preprocess, NAME_model, NAME_postprocess."),
-    click.option("--runtime", type=click.Choice(CHOICES), default="auto", show_default=True,
-                 help="Model step: TensorRT plan, Triton's ONNX Runtime backend, or ONNX Runtime inside the Python backend. "
-                      "auto: tensorrt with a GPU and TensorRT, else python."),
-    click.option("--max-batch-size", type=int, default=8, show_default=True, help="max_batch_size of every step (the ensemble never exceeds its members)."),
-    click.option("--version", "version", type=int, default=None, help="Version folder to write (default: the next free version of every step)."),
-    click.option("--force", is_flag=True, help="Replace an existing version folder."),
-    click.option("--replace", is_flag=True, help="The ensemble's inputs or outputs may change (build refuses an API change in --out otherwise)."),
-    click.option("--templates", type=click.Path(path_type=Path), default=None,
-                 help="Folder of Jinja2 templates overriding the shipped ones by name (templates are code: they run when rendered)."),
-    click.option("--top-k", type=int, default=5, show_default=True, help="How many labels and scores the ensemble returns."),
-    click.option("--labels", type=click.Path(path_type=Path), default=None, help="Labels file (one per line, in output order) instead of the model's own."),
-    click.option("--defer-compile", is_flag=True, help="tensorrt: write the ONNX and a compile recipe; build plans later with 'repo-builder compile-pending'."),
-    click.option("--precision", type=click.Choice(PRECISIONS), default="fp16", show_default=True, help="tensorrt: plan precision."),
-    # --no-parity as in `export`; --skip-parity kept as an alias.
-    click.option("--no-parity", "--skip-parity", "skip_parity", is_flag=True, help="Skip the ONNX Runtime vs PyTorch parity check during export."),
-    click.option("--instances", type=int, default=None, help="Model-step instances (default: 2 on 2+ cores, else 1); the pre/post steps have --step-instances."),
-    click.option("--intra-op-threads", type=int, default=None,
-                 help="ONNX Runtime threads per model-step instance (default: cores // instances; 0: decide at load on the serving machine)."),
-    click.option("--step-instances", type=int, default=None,
-                 help="Instances of each Python pre/post step (default: 1, which batches more requests per execution; "
-                      "the image decoding step: 2 on 2+ cores, so photos decode on every core)."),
-)
+common_options = option_group(*(family_option(o) for o in BUILD_OPTIONS))  # declared once: pipelines/request_options.py
 
 # The validation build ends with: the same flags as `repo-builder validate`, and build prints that command.
-check_options = option_group(
-    click.option("--strict", is_flag=True, help="Validate as Triton with --disable-auto-complete-config: configs must be complete."),
-    gpu_option,
-    click.option("--allow-pending", is_flag=True, help="TensorRT plans still to be compiled are warnings (implied by --defer-compile)."),
-    click.option("--live", is_flag=True, help="After building, load every model into the embedded Triton and send one request per ensemble (runs the generated model.py files)."),
-    click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="--live: this tritonserver binary instead of the embedded one."),
-    click.option("--load-timeout", type=float, default=DEFAULT_LOAD_TIMEOUT, show_default=True, metavar="SECONDS", help="--live: per-model load timeout."),
-    click.option("--allow-unproven", is_flag=True, help="--live: models the embedded server cannot load here (TensorRT without a GPU) do not fail the build."),
-)
+check_options = option_group(*(family_option(o) for o in CHECK_OPTIONS[:1]), gpu_option, *(family_option(o) for o in CHECK_OPTIONS[1:]))
 
 output_options = option_group(
     click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -86,39 +53,11 @@ output_options = option_group(
 
 
 def check_request(kwargs: dict[str, Any]) -> CheckRequest:
-    return CheckRequest(
-        strict=kwargs["strict"],
-        gpu=kwargs["gpu"],
-        allow_pending=kwargs["allow_pending"],
-        live=kwargs["live"],
-        tritonserver=kwargs["tritonserver"],
-        load_timeout=kwargs["load_timeout"],
-        allow_unproven=kwargs["allow_unproven"],
-    )
+    return CheckRequest(gpu=kwargs["gpu"], **request_fields(kwargs, CHECK_OPTIONS))
 
 
 def build_request(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) -> BuildRequest:
-    return BuildRequest(
-        family=chosen.command,
-        out=kwargs["out"],
-        params=params,
-        name=kwargs["name"],
-        runtime=kwargs["runtime"],
-        max_batch_size=kwargs["max_batch_size"],
-        top_k=kwargs["top_k"],
-        version=kwargs["version"],
-        force=kwargs["force"],
-        templates=kwargs["templates"],
-        labels=kwargs["labels"],
-        defer_compile=kwargs["defer_compile"],
-        precision=kwargs["precision"],
-        check_parity=not kwargs["skip_parity"],
-        instances=kwargs["instances"],
-        intra_op_threads=kwargs["intra_op_threads"],
-        step_instances=kwargs["step_instances"],
-        replace=kwargs["replace"],
-        check=check_request(kwargs),
-    )
+    return BuildRequest(family=chosen.command, params=params, check=check_request(kwargs), **request_fields(kwargs))
 
 
 def _print_summary(built: BuildOutcome, output: Output, target: str) -> None:
@@ -140,8 +79,8 @@ def run_build(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) ->
     output = Output("json" if kwargs["as_json"] else kwargs["fmt"], kwargs["quiet"], kwargs["verbose"], kwargs["output_path"])
     check_output_file(output.path)
     log = None if kwargs["quiet"] else _stderr
-    steps = Steps(not kwargs["quiet"], write=_stderr)
-    outcome = build(build_request(chosen, params, kwargs), log=log, steps=steps)
+    phases = Phases(not kwargs["quiet"], write=_stderr)
+    outcome = build(build_request(chosen, params, kwargs), log=log, phases=phases)
     _print_summary(outcome, output, target_line(kwargs["gpu"]))
     return 0 if outcome.ok else 1
 

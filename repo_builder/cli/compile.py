@@ -11,7 +11,7 @@ from repo_builder.compile.plan import compile_plan
 from repo_builder.compile.profiles import parse_profile_options
 from repo_builder.compile_recipe import BUILDERS, PRECISIONS, CompileSettings
 from repo_builder.errors import UserError
-from repo_builder.spec import read_signature
+from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE, read_signature
 
 
 @click.command("compile")
@@ -27,7 +27,7 @@ from repo_builder.spec import read_signature
     help="Shape range for one input, e.g. input_ids:1x8,8x128,64x512 (join several with ';'). Repeat the "
     "option for more inputs; naming an input again starts the next optimization profile.",
 )
-@click.option("--max-batch-size", type=click.IntRange(min=0), default=8, show_default=True, help="Batch axis range 1..N (0: the model does not batch).")
+@click.option("--max-batch-size", type=click.IntRange(min=0), default=DEFAULT_MAX_BATCH_SIZE, show_default=True, help="Batch axis range 1..N (0: the model does not batch).")
 @click.option("--max-seq-len", type=click.IntRange(min=1), default=None, help="Upper bound of sequence axes (needed for text models).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp16", show_default=True, help="int8 needs a Q/DQ ONNX; with TensorRT 11 types follow the ONNX.")
 @click.option("--timing-cache", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Timing cache file: reused when present, updated after the build.")

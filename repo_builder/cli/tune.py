@@ -18,7 +18,7 @@ from repo_builder.fsutil import write_text_atomic
 from repo_builder.report import check_output, parse_record, write_report
 from repo_builder.report.charts import require_plotting
 from repo_builder.tune import TuneRequest, TuneResult, tune_repository
-from repo_builder.tune.runner import LoadPlan
+from repo_builder.tune.runner import MeasureSettings
 from repo_builder.tune.search import Budget, Objective
 
 
@@ -86,7 +86,7 @@ def command(
     request = TuneRequest(
         repository=repository, model=model, objective=Objective(p99_budget_ms=p99_ms),
         budget=Budget(max_candidates=max_candidates, max_seconds=max_seconds),
-        plan=LoadPlan(concurrency=concurrency, seconds=seconds, warmup=warmup),
+        measure=MeasureSettings(concurrency=concurrency, seconds=seconds, warmup=warmup),
         max_instances=max_instances, confirm_rounds=confirm_rounds, files=_files_by_input(inputs),
         write=not dry_run, tritonserver=str(tritonserver) if tritonserver else None,
     )

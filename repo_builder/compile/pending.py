@@ -28,7 +28,7 @@ from repo_builder.compile.plan import (
     compile_plan,
     require_build_environment,
 )
-from repo_builder.compile.precision import plan_precision, read_onnx_facts
+from repo_builder.compile.precision import choose_precision, read_onnx_facts
 from repo_builder.compile_recipe import RECIPE_FILE, SOURCE_ONNX, CompileSettings, Recipe, read_recipe
 from repo_builder.errors import UserError
 from repo_builder.fsutil import (
@@ -38,7 +38,7 @@ from repo_builder.fsutil import (
     write_json_atomic,
     write_text_atomic,
 )
-from repo_builder.guarded_read import CONFIG, UnsafeFile, read_repository_file
+from repo_builder.onnx_io import OnnxReadError, read_onnx_signature
 from repo_builder.plan_format import (
     DEFAULT_PLAN,
     PER_CAPABILITY_PLAN,
@@ -48,6 +48,7 @@ from repo_builder.plan_format import (
 )
 from repo_builder.spec import PlanArtifact, Signature
 from repo_builder.tensorrt_releases import same_tensorrt
+from repo_builder.triton_config import ConfigParseError, parse_config_text, read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
 
 Log = Callable[[str], None]
@@ -117,16 +118,10 @@ def plans_in(version_dir: Path, recipe_settings: CompileSettings | None = None) 
 
 def external_data_files(onnx_path: Path) -> tuple[str, ...]:
     """Files an ONNX keeps its weights in (``location`` of external tensors), relative to its folder."""
-    import onnx  # slow to import (~0.3 s); only defer/compile need it
-
-    try:
-        model = onnx.load(str(onnx_path), load_external_data=False)
-    except Exception as exc:
+    try:  # the one ONNX reader: weights never parsed, the file read through the guarded reader
+        found = set(read_onnx_signature(onnx_path, onnx_path.parent).external_files)
+    except OnnxReadError as exc:
         raise UserError(f"{onnx_path}: not a readable ONNX model ({exc})") from None
-    found: set[str] = set()
-    for tensor in model.graph.initializer:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            found.update(entry.value for entry in tensor.external_data if entry.key == "location")
     for name in found:
         if Path(name).is_absolute() or ".." in Path(name).parts:
             raise UserError(f"{onnx_path}: external data '{name}' is outside the model's folder; re-save it beside the ONNX")
@@ -202,8 +197,7 @@ def update_config_text(text: str, *, max_batch_size: int | None = None, cc_model
     ``max_batch_size`` replaces a non-zero value (a config that does not batch is left alone);
     ``cc_model_filenames`` entries replace those with the same key and are appended.
     """
-    original = model_config_pb2.ModelConfig()
-    text_format.Parse(text, original)
+    original = parse_config_text(text, CONFIG_FILE)
     batch = max_batch_size if max_batch_size is not None and original.max_batch_size > 0 else None
     wanted = model_config_pb2.ModelConfig()
     wanted.CopyFrom(original)
@@ -212,10 +206,9 @@ def update_config_text(text: str, *, max_batch_size: int | None = None, cc_model
     for key, value in (cc_model_filenames or {}).items():
         wanted.cc_model_filenames[key] = value
     new = _edit_text(text, batch, cc_model_filenames or {})
-    check = model_config_pb2.ModelConfig()
     try:
-        text_format.Parse(new, check)
-    except text_format.ParseError:
+        check = parse_config_text(new, CONFIG_FILE)
+    except ConfigParseError:
         return text_format.MessageToString(wanted)  # as below: the edited text does not parse
     if check == wanted:
         return new
@@ -236,17 +229,12 @@ def _stderr(message: str) -> None:
 
 
 def _read_config(config_path: Path) -> tuple[str, model_config_pb2.ModelConfig]:
-    try:
-        text = read_repository_file(config_path, config_path.parent, CONFIG).decode("utf-8")
-        config = model_config_pb2.ModelConfig()
-        text_format.Parse(text, config)
-    except UnsafeFile as exc:
-        if exc.reason != "missing":
-            raise UserError(f"{config_path}: {exc}; fix it before compiling") from None
-        raise UserError(f"{config_path}: missing; the pending plan's model needs a config") from None
-    except (OSError, UnicodeDecodeError, text_format.ParseError) as exc:
-        raise UserError(f"{config_path}: cannot be read or parsed ({exc}); fix it before compiling") from None
-    return text, config
+    if not config_path.is_symlink() and not config_path.exists():
+        raise UserError(f"{config_path}: missing; the pending plan's model needs a config")
+    read = read_config_file(config_path, config_path.parent)
+    if read.config is None or read.text is None:
+        raise UserError(f"{config_path}: {read.problem}; fix it before compiling")
+    return read.text, read.config
 
 
 def _settings_for(r: PendingPlan, builder: str | None, timing_cache: Path | None) -> CompileSettings:
@@ -274,7 +262,7 @@ def _precheck(todo: Sequence[PendingPlan], envs: dict[str, BuildEnvironment], bu
         _read_config(r.version_dir.parent / CONFIG_FILE)
         env = envs[builder or r.recipe.settings.builder]
         try:
-            plan_precision(r.recipe.settings.precision, env.tensorrt_major, read_onnx_facts(onnx))
+            choose_precision(r.recipe.settings.precision, env.tensorrt_major, read_onnx_facts(onnx))
         except UserError as exc:
             raise UserError(f"{r.model}/{r.version}: {exc}; nothing was built") from None
 
@@ -286,7 +274,7 @@ def check_recipe_paths(recipes: Sequence[PendingPlan]) -> None:
             member_path(r.version_dir, name, r.recipe_path)
 
 
-def _plan_todo(recipes: list[PendingPlan], builder: str | None, device: int) -> tuple[list[PendingPlan], dict[str, BuildEnvironment]]:
+def _todo_and_builders(recipes: list[PendingPlan], builder: str | None, device: int) -> tuple[list[PendingPlan], dict[str, BuildEnvironment]]:
     check_recipe_paths(recipes)
     todo = [r for r in recipes if r.pending]
     per_cap = [r for r in recipes if not r.pending and r.recipe.settings.per_capability]
@@ -339,7 +327,7 @@ def compile_pending(
     this machine's TensorRT is refused before building).
     """
     log = log or _stderr
-    todo, envs = _plan_todo(find_recipes(Path(repository)), builder, device)
+    todo, envs = _todo_and_builders(find_recipes(Path(repository)), builder, device)
     _precheck(todo, envs, builder, expected_tensorrt)
     if not todo:
         log("no pending TensorRT plans")

@@ -11,7 +11,7 @@ from pathlib import Path
 from repo_builder import dtypes
 from repo_builder import gpu as gpu_mod
 from repo_builder.compile import tensorrt_api
-from repo_builder.compile.precision import PrecisionPlan, plan_precision, read_onnx_facts
+from repo_builder.compile.precision import PrecisionChoice, choose_precision, read_onnx_facts
 from repo_builder.compile.profiles import derive_profiles
 from repo_builder.compile.trtexec import (
     command_script,
@@ -134,7 +134,7 @@ def _signature_io(tensors: tuple[TensorSpec, ...]) -> tuple[EngineTensor, ...]:
 
 def _build_with_trtexec(
     env: BuildEnvironment, onnx_path: Path, staging: Path, name: str, recorded_plan: Path,
-    profiles: tuple[Profile, ...], dynamic: tuple[str, ...], precision: PrecisionPlan, settings: CompileSettings,
+    profiles: tuple[Profile, ...], dynamic: tuple[str, ...], precision: PrecisionChoice, settings: CompileSettings,
     log: Log, device: int,
 ) -> tuple[EngineDescription | None, list[str]]:
     assert env.trtexec is not None
@@ -150,7 +150,7 @@ def _build_with_trtexec(
 
 def _plan_info(
     name: str, env: BuildEnvironment, described: EngineDescription | None, signature: Signature,
-    profiles: tuple[Profile, ...], settings: CompileSettings, precision: PrecisionPlan,
+    profiles: tuple[Profile, ...], settings: CompileSettings, precision: PrecisionChoice,
 ) -> PlanInfo:
     if described is not None:
         inputs, outputs, io_source = described.inputs, described.outputs, "engine"
@@ -194,7 +194,7 @@ def compile_plan(
     out_dir = Path(out_dir)
     profiles = check_compile_inputs(onnx_path, signature, settings)
     env = require_build_environment(settings.builder, device)
-    precision = plan_precision(settings.precision, env.tensorrt_major, read_onnx_facts(onnx_path))
+    precision = choose_precision(settings.precision, env.tensorrt_major, read_onnx_facts(onnx_path))
     dynamic = tuple(t.name for t in signature.inputs if t.dynamic_axes)
     name = plan_filename(env.gpu.compute_capability, settings.per_capability)
     prepare_out_dir(out_dir)

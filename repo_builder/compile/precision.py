@@ -28,7 +28,7 @@ class OnnxFacts:
 
 
 @dataclass(frozen=True)
-class PrecisionPlan:
+class PrecisionChoice:
     precision: str
     tensorrt_major: int
     strongly_typed: bool
@@ -55,7 +55,7 @@ def read_onnx_facts(onnx_path: Path) -> OnnxFacts:
     return OnnxFacts(floats, qdq)
 
 
-def plan_precision(precision: str, tensorrt_major: int, facts: OnnxFacts) -> PrecisionPlan:
+def choose_precision(precision: str, tensorrt_major: int, facts: OnnxFacts) -> PrecisionChoice:
     """Decide flags / strong typing, or refuse with what to do instead."""
     if precision == "int8" and not facts.has_qdq:
         raise UserError(
@@ -70,7 +70,7 @@ def plan_precision(precision: str, tensorrt_major: int, facts: OnnxFacts) -> Pre
             note = f"TensorRT {tensorrt_major}: builder flags INT8+FP16; Q/DQ nodes place the int8 layers"
         else:
             note = f"TensorRT {tensorrt_major}: builder flag {flags[0]} (TensorRT picks {precision} per layer where faster)"
-        return PrecisionPlan(precision, tensorrt_major, False, flags, (note,))
+        return PrecisionChoice(precision, tensorrt_major, False, flags, (note,))
     # TensorRT 11 and later: strongly typed only.
     base = f"TensorRT {tensorrt_major}: strongly typed network, tensor types follow the ONNX"
     if precision in _ONNX_TYPE:
@@ -83,7 +83,7 @@ def plan_precision(precision: str, tensorrt_major: int, facts: OnnxFacts) -> Pre
                 f"--output_path model_fp16.onnx', NVIDIA's TensorRT 11 migration path) "
                 f"or pass --precision fp32"
             )
-        return PrecisionPlan(precision, tensorrt_major, True, (), (f"{base} ({wanted} from the model itself)",))
+        return PrecisionChoice(precision, tensorrt_major, True, (), (f"{base} ({wanted} from the model itself)",))
     if precision == "int8":
-        return PrecisionPlan(precision, tensorrt_major, True, (), (f"{base}; Q/DQ nodes set the int8 layers",))
-    return PrecisionPlan(precision, tensorrt_major, True, (), (base,))
+        return PrecisionChoice(precision, tensorrt_major, True, (), (f"{base}; Q/DQ nodes set the int8 layers",))
+    return PrecisionChoice(precision, tensorrt_major, True, (), (base,))

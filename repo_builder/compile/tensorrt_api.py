@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repo_builder.compile.precision import PrecisionPlan
+from repo_builder.compile.precision import PrecisionChoice
 from repo_builder.compile_recipe import CompileSettings
 from repo_builder.errors import UserError, require
 from repo_builder.fsutil import write_bytes_atomic
@@ -91,7 +91,7 @@ def _save_timing_cache(config: Any, path: Path) -> None:
 
 
 def _builder_config(
-    trt: Any, builder: Any, profiles: Sequence[Profile], dynamic_inputs: Sequence[str], precision: PrecisionPlan, settings: CompileSettings
+    trt: Any, builder: Any, profiles: Sequence[Profile], dynamic_inputs: Sequence[str], precision: PrecisionChoice, settings: CompileSettings
 ) -> Any:
     """Precision flags (TensorRT 10), memory pool, optimization level and one optimization profile per ``profiles``."""
     config = builder.create_builder_config()
@@ -116,7 +116,7 @@ def build_engine(
     plan_path: Path,
     profiles: Sequence[Profile],
     dynamic_inputs: Sequence[str],
-    precision: PrecisionPlan,
+    precision: PrecisionChoice,
     settings: CompileSettings,
     log: Log,
 ) -> EngineDescription:

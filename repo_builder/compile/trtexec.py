@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from repo_builder.compile.precision import PrecisionPlan
+from repo_builder.compile.precision import PrecisionChoice
 from repo_builder.compile.profiles import format_shape
 from repo_builder.compile_recipe import CompileSettings
 from repo_builder.errors import ToolError, UserError
@@ -72,7 +72,7 @@ def trtexec_command(
     plan_path: Path,
     profiles: Sequence[Profile],
     dynamic_inputs: Sequence[str],
-    precision: PrecisionPlan,
+    precision: PrecisionChoice,
     settings: CompileSettings,
     exe: str = "trtexec",
     device: int = 0,

@@ -1,4 +1,4 @@
-"""The steps every exporter takes, in the same order and with the same progress lines: trace to ONNX and
+"""The phases every exporter goes through, in the same order and with the same progress lines: trace to ONNX and
 check the file, compare it with PyTorch in ONNX Runtime, build and write ``signature.json`` (last, into
 the staging folder), and name what ended up in the output folder."""
 
@@ -11,13 +11,13 @@ from typing import Any
 from repo_builder.export.exporter import export_module
 from repo_builder.export.onnx_reader import check_onnx
 from repo_builder.export.parity import Inputs, Reference, run_parity
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.export.signature_build import ONNX_FILE, build_signature
 from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, ParityResult, Signature, write_signature
 
 
 def export_checked(
-    steps: Steps,
+    phases: Phases,
     module: Any,
     example_inputs: Sequence[Any],
     onnx_path: Path,
@@ -28,7 +28,7 @@ def export_checked(
     opset: int,
 ) -> None:
     """``export_module`` then ``onnx.checker``, as one progress step."""
-    with steps.step(f"exporting ONNX (opset {opset})"):
+    with phases.phase(f"exporting ONNX (opset {opset})"):
         export_module(
             module,
             example_inputs,
@@ -41,11 +41,11 @@ def export_checked(
         check_onnx(onnx_path)
 
 
-def check_parity_step(
-    steps: Steps, onnx_path: Path, reference: Reference, cases: Sequence[Inputs], tolerance: float
+def check_parity_phase(
+    phases: Phases, onnx_path: Path, reference: Reference, cases: Sequence[Inputs], tolerance: float
 ) -> tuple[ParityResult, ...]:
     """``run_parity`` over every case, as one progress step; the first failing shape raises."""
-    with steps.step(f"checking parity with ONNX Runtime ({len(cases)} shapes)"):
+    with phases.phase(f"checking parity with ONNX Runtime ({len(cases)} shapes)"):
         return run_parity(onnx_path, reference, cases, tolerance=tolerance)
 
 

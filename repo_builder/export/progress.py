@@ -1,7 +1,9 @@
-"""The one progress helper for work a user waits on (export, parity, each build step), on stderr.
+"""The one progress helper for work a user waits on (export, parity, each build phase), on stderr.
 
-On a terminal: a rich spinner while a step runs and a tick with its time after. Elsewhere (CI logs,
-pipes): plain lines, one when a step starts and one when it ends, so a log shows what took the time.
+On a terminal: a rich spinner while a phase runs and a tick with its time after. Elsewhere (CI logs,
+pipes): plain lines, one when a phase starts and one when it ends, so a log shows what took the time.
+("Phases" are what a command goes through while a user waits; "steps" are the models of a pipeline; a "stage"
+is the folder a build writes before moving it in: docs/architecture.md, Words.)
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ def _plain(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-class Steps:
-    """``with steps.step("exporting"):`` shows the step while it runs and its time after.
+class Phases:
+    """``with phases.phase("exporting"):`` shows the phase while it runs and its time after.
 
     ``enabled=False`` (``-q``) prints nothing; ``tty=None`` asks whether stderr is a terminal.
     ``write`` replaces the plain-line writer (``build`` passes its own logger).
@@ -34,7 +36,7 @@ class Steps:
             self._console = Console(stderr=True)
 
     def note(self, message: str) -> None:
-        """A line of its own (not a timed step)."""
+        """A line of its own (not a timed phase)."""
         if not self.enabled:
             return
         if self._console is not None:
@@ -43,7 +45,7 @@ class Steps:
             self._write(message)
 
     @contextlib.contextmanager
-    def step(self, description: str) -> Iterator[None]:
+    def phase(self, description: str) -> Iterator[None]:
         if not self.enabled:
             yield
             return

@@ -34,7 +34,7 @@ from repo_builder.export.parity import (
     DEFAULT_TOLERANCE,
     check_tolerance,
 )
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.export.signature_build import (
     LABELS_FILE,
     ONNX_FILE,
@@ -58,7 +58,7 @@ def export_text_classifier(
     tolerance: float = DEFAULT_TOLERANCE,
     progress: bool = False,
     new_head: Sequence[str] | None = None,
-    steps: Steps | None = None,
+    phases: Phases | None = None,
 ) -> OnnxArtifact:
     """Export a sequence classifier with dynamic batch and sequence axes, its fast tokenizer and labels.
 
@@ -70,8 +70,8 @@ def export_text_classifier(
     require("transformers", "export", "text-classifier export")
     opset = check_opset(opset)
     model_dir = check_model_dir(resolve_model(model_dir))  # a folder, or a Hub id (cache, then download)
-    steps = steps or Steps(progress)
-    with steps.step(f"loading {model_dir.name}"):
+    phases = phases or Phases(progress)
+    with phases.phase(f"loading {model_dir.name}"):
         load_config(model_dir)  # its one-line errors first (unknown model_type ...)
         model, newly_initialized = _load_model(model_dir, new_head)
         config = model.config  # with --new-head, its id2label is the new head's
@@ -86,7 +86,7 @@ def export_text_classifier(
     with staged_output(out_dir) as staging:
         onnx_path = staging / ONNX_FILE
         parity = export_text_graph(
-            steps, torch, wrapper, graph, onnx_path, opset=opset, check_parity=check_parity, tolerance=tolerance
+            phases, torch, wrapper, graph, onnx_path, opset=opset, check_parity=check_parity, tolerance=tolerance
         )
         tokenizer_dir = staging / TOKENIZER_DIR
         save_tokenizer(tokenizer, tokenizer_dir)

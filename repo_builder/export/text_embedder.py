@@ -34,7 +34,7 @@ from repo_builder.export.hf_checkpoint import (
     select_input_names,
 )
 from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.export.signature_build import ONNX_FILE, package_versions
 from repo_builder.export.staging import staged_output
 from repo_builder.export.text_graph import export_text_graph, text_graph
@@ -54,7 +54,7 @@ def export_text_embedder(
     check_parity: bool = True,
     tolerance: float = DEFAULT_TOLERANCE,
     progress: bool = False,
-    steps: Steps | None = None,
+    phases: Phases | None = None,
 ) -> OnnxArtifact:
     """Export the encoder with pooling (and normalization) fused; dynamic batch and sequence axes."""
     tolerance = check_tolerance(tolerance)
@@ -64,8 +64,8 @@ def export_text_embedder(
     if output_dtype not in OUTPUT_DTYPES:
         raise UserError(f"--output-dtype {output_dtype}: choose one of {', '.join(OUTPUT_DTYPES)}")
     model_dir = check_model_dir(checkpoint.encoder_dir)
-    steps = steps or Steps(progress)
-    with steps.step(f"loading {model_dir.name}"):
+    phases = phases or Phases(progress)
+    with phases.phase(f"loading {model_dir.name}"):
         config = load_config(model_dir)
         encoder = _load_encoder(model_dir)
         tokenizer = load_tokenizer(model_dir)
@@ -79,7 +79,7 @@ def export_text_embedder(
     with staged_output(out_dir) as staging:
         onnx_path = staging / ONNX_FILE
         parity = export_text_graph(
-            steps, torch, wrapper, graph, onnx_path, opset=opset, check_parity=check_parity, tolerance=tolerance
+            phases, torch, wrapper, graph, onnx_path, opset=opset, check_parity=check_parity, tolerance=tolerance
         )
         save_tokenizer(tokenizer, staging / TOKENIZER_DIR)
         dimension = int(getattr(config, "hidden_size", 0) or 0)

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from repo_builder.export.flow import check_parity_step, export_checked
+from repo_builder.export.flow import check_parity_phase, export_checked
 from repo_builder.export.hf_checkpoint import HEAD_SEED, TRACE_SHAPE, parity_shapes
 from repo_builder.export.parity import PARITY_SEED, text_cases, torch_reference
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.spec import ParityResult
 
 
@@ -45,7 +45,7 @@ def text_graph(
 
 
 def export_text_graph(
-    steps: Steps, torch: Any, wrapper: Any, graph: TextGraph, onnx_path: Path, *, opset: int, check_parity: bool,
+    phases: Phases, torch: Any, wrapper: Any, graph: TextGraph, onnx_path: Path, *, opset: int, check_parity: bool,
     tolerance: float,
 ) -> tuple[ParityResult, ...]:
     """Export ``wrapper`` to ``onnx_path``; the parity results (none when ``check_parity`` is off)."""
@@ -53,13 +53,13 @@ def export_text_graph(
     # Traced with a padded second row so no "mask is all ones" shortcut can be frozen into the graph.
     (example,) = _cases(graph, [(TRACE_SHAPE[0], min(TRACE_SHAPE[1], graph.max_length))], HEAD_SEED)
     export_checked(
-        steps, wrapper, [torch.from_numpy(example[name]) for name in names], onnx_path,
+        phases, wrapper, [torch.from_numpy(example[name]) for name in names], onnx_path,
         input_names=names, output_names=[graph.output_name], dynamic_axes=graph.dynamic_axes, opset=opset,
     )
     if not check_parity:
         return ()
     cases = _cases(graph, parity_shapes(graph.max_length), PARITY_SEED)
-    return check_parity_step(steps, onnx_path, torch_reference(wrapper, names), cases, tolerance)
+    return check_parity_phase(phases, onnx_path, torch_reference(wrapper, names), cases, tolerance)
 
 
 def _cases(graph: TextGraph, shapes: list[tuple[int, int]], seed: int) -> list[dict[str, np.ndarray]]:

@@ -35,7 +35,7 @@ from repo_builder.export.hf_checkpoint import (
     select_input_names,
 )
 from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.export.signature_build import LABELS_FILE, ONNX_FILE, package_versions, write_labels
 from repo_builder.export.staging import staged_output
 from repo_builder.export.text_graph import export_text_graph, text_graph
@@ -54,7 +54,7 @@ def export_token_classifier(
     check_parity: bool = True,
     tolerance: float = DEFAULT_TOLERANCE,
     progress: bool = False,
-    steps: Steps | None = None,
+    phases: Phases | None = None,
 ) -> OnnxArtifact:
     """Export a token classifier (logits [batch, sequence, labels]) with its fast tokenizer and labels.
 
@@ -66,8 +66,8 @@ def export_token_classifier(
     require("transformers", "export", "token-classifier export")
     opset = check_opset(opset)
     model_dir = check_model_dir(Path(model_dir))
-    steps = steps or Steps(progress)
-    with steps.step(f"loading {model_dir.name}"):
+    phases = phases or Phases(progress)
+    with phases.phase(f"loading {model_dir.name}"):
         config = load_config(model_dir)
         _require_token_architecture(model_dir, config)
         model = _load_model(model_dir)
@@ -81,7 +81,7 @@ def export_token_classifier(
     with staged_output(out_dir) as staging:
         onnx_path = staging / ONNX_FILE
         parity = export_text_graph(
-            steps, torch, wrapper, graph, onnx_path, opset=opset, check_parity=check_parity, tolerance=tolerance
+            phases, torch, wrapper, graph, onnx_path, opset=opset, check_parity=check_parity, tolerance=tolerance
         )
         tokenizer_dir = staging / TOKENIZER_DIR
         save_tokenizer(tokenizer, tokenizer_dir)

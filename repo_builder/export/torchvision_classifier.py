@@ -16,13 +16,13 @@ from typing import Any
 from repo_builder.errors import UserError, require
 from repo_builder.export.exporter import DEFAULT_OPSET, check_opset
 from repo_builder.export.flow import (
-    check_parity_step,
+    check_parity_phase,
     export_checked,
     exported_artifact,
     write_export_signature,
 )
 from repo_builder.export.parity import DEFAULT_TOLERANCE, check_tolerance, image_cases, torch_reference
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.export.signature_build import LABELS_FILE, ONNX_FILE, package_versions, write_labels
 from repo_builder.export.staging import staged_output
 from repo_builder.fsutil import sha256_file
@@ -96,15 +96,15 @@ def export_torchvision_classifier(
     check_parity: bool = True,
     tolerance: float = DEFAULT_TOLERANCE,
     progress: bool = False,
-    steps: Steps | None = None,
+    phases: Phases | None = None,
 ) -> OnnxArtifact:
     """Export the classifier with a dynamic batch axis (optionally dynamic height/width) to ``out_dir``."""
     tolerance = check_tolerance(tolerance)
     torch = require("torch", "export", "image classifier export")
     require("torchvision", "export", "image classifier export")
     opset = check_opset(opset)
-    steps = steps or Steps(progress)
-    with steps.step(f"loading {choice.name} ({choice.weights if choice.path is None else choice.path.name})"):
+    phases = phases or Phases(progress)
+    with phases.phase(f"loading {choice.name} ({choice.weights if choice.path is None else choice.path.name})"):
         model, source = load_classifier(choice, progress=progress)
     preprocess = preprocess_for(choice.arch)
     crop = int(preprocess["crop"])
@@ -116,14 +116,14 @@ def export_torchvision_classifier(
 
     with staged_output(out_dir) as staging:
         onnx_path = staging / ONNX_FILE
-        export_checked(steps, model, (example,), onnx_path, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
+        export_checked(phases, model, (example,), onnx_path, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
                        dynamic_axes=dynamic_axes, opset=opset)
         parity: tuple[ParityResult, ...] = ()
         if check_parity:
             cases = image_cases(INPUT_NAME, PARITY_BATCH_SIZES, [(crop, crop)])
             if dynamic_hw:
                 cases += image_cases(INPUT_NAME, (2,), [PARITY_EXTRA_SIZE])
-            parity = check_parity_step(steps, onnx_path, torch_reference(model, [INPUT_NAME]), cases, tolerance)
+            parity = check_parity_phase(phases, onnx_path, torch_reference(model, [INPUT_NAME]), cases, tolerance)
         labels = write_labels(_labels(choice.arch, num_classes), staging / LABELS_FILE)
         metadata: dict[str, Any] = {
             "task": "image-classification",

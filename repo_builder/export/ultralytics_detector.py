@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError, require
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.export.signature_build import LABELS_FILE, ONNX_FILE, build_signature, write_labels
 from repo_builder.fsutil import sha256_file
 from repo_builder.spec import OnnxArtifact, write_signature
@@ -149,11 +149,11 @@ def write_detector_export(folder: Path, onnx_path: Path, *, imgsz: int | None, l
 
 
 def export_ultralytics_checkpoint(folder: Path, checkpoint: Path, *, imgsz: int | None, labels: Path | None,
-                                  steps: Steps | None = None) -> OnnxArtifact:
+                                  phases: Phases | None = None) -> OnnxArtifact:
     """Export ``checkpoint`` with Ultralytics' own exporter (dynamic batch/height/width), then as --from-onnx.
 
     The exporter writes its ONNX beside the checkpoint, so it runs on a copy inside ``folder``."""
-    steps = steps or Steps(False)
+    phases = phases or Phases(False)
     work = folder / "ultralytics"
     work.mkdir(parents=True, exist_ok=True)
     # Read when Ultralytics is first imported: its settings file goes inside the stage (unless the user chose a
@@ -167,7 +167,7 @@ def export_ultralytics_checkpoint(folder: Path, checkpoint: Path, *, imgsz: int 
     copy = work / "model.pt"
     shutil.copyfile(checkpoint, copy)
     size = DEFAULT_IMGSZ if imgsz is None else imgsz
-    with steps.step(f"exporting {checkpoint.name} with Ultralytics' exporter (imgsz {size}, dynamic)"):
+    with phases.phase(f"exporting {checkpoint.name} with Ultralytics' exporter (imgsz {size}, dynamic)"):
         try:
             model = YOLO(str(copy), task="detect")
         except Exception as exc:  # torch.load / Ultralytics raise many kinds for a file that is no checkpoint

@@ -170,7 +170,7 @@ def build_pipeline(
     from repo_builder.repository.judge import repository_judge
     from repo_builder.repository.manifest import update_manifest
     from repo_builder.repository.stage import build_stage
-    from repo_builder.repository.versions import plan_versions
+    from repo_builder.repository.versions import choose_versions
     from repo_builder.repository.writer import commit_models, stage_model
 
     out = options.out
@@ -180,7 +180,7 @@ def build_pipeline(
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
     if out.is_dir():  # fail before exporting; planned again under the lock, where it counts
-        plan_versions(out, list(names.values()), options.version, options.force)
+        choose_versions(out, list(names.values()), options.version, options.force)
     settings = {
         "pipeline": pipeline,
         **{k: v for k, v in asdict(options.settings).items()},
@@ -191,7 +191,7 @@ def build_pipeline(
     log(f"runtime: {options.settings.runtime}" + (f" ({options.runtime_reason})" if options.runtime_reason else ""))
     # Stage beside --out under its lock (held to the manifest): versions are planned under it too.
     with build_stage(out, log) as stage:
-        versions = plan_versions(out, list(names.values()), options.version, options.force)
+        versions = choose_versions(out, list(names.values()), options.version, options.force)
         artifact = export(stage.root / "export")
         source = model_source(artifact, options, stage.root / "compile", log)
         rendered = render(env, source, artifact, versions)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.pipelines.request_options import CHECK_DEFAULTS, DEFAULT_LOAD_TIMEOUT
 from repo_builder.validate.live import LiveSettings
 from repo_builder.validate.location import target_has_gpu, validate_location
 from repo_builder.validate.records import Severity, ValidateOptions
@@ -21,20 +22,20 @@ from repo_builder.validate.report import Report
 from repo_builder.validate.reporters.formatting import live_json
 
 Log = Callable[[str], None]
-DEFAULT_LOAD_TIMEOUT = 60.0  # seconds, as `repo-builder validate --load-timeout`
 
 
 @dataclass(frozen=True)
 class CheckRequest:
     """Build's validation flags, as the user gave them (None: decided from the build)."""
 
-    strict: bool = False
+    # Defaults as declared once in request_options.CHECK_OPTIONS (what --help shows).
+    strict: bool = CHECK_DEFAULTS["strict"]
     gpu: bool | None = None  # --gpu/--no-gpu; None: a GPU server, as in every command
-    allow_pending: bool = False
-    live: bool = False
-    tritonserver: Path | None = None
-    load_timeout: float = DEFAULT_LOAD_TIMEOUT
-    allow_unproven: bool = False  # --live: models the embedded server cannot load here do not fail the build
+    allow_pending: bool = CHECK_DEFAULTS["allow_pending"]
+    live: bool = CHECK_DEFAULTS["live"]
+    tritonserver: Path | None = CHECK_DEFAULTS["tritonserver"]
+    load_timeout: float = CHECK_DEFAULTS["load_timeout"]
+    allow_unproven: bool = CHECK_DEFAULTS["allow_unproven"]  # --live: models the embedded server cannot load here do not fail the build
 
     def __post_init__(self) -> None:
         if not self.load_timeout > 0:
@@ -44,7 +45,7 @@ class CheckRequest:
 
 
 @dataclass(frozen=True)
-class CheckPlan:
+class CheckRun:
     """The validation build runs: its options and the exact command that repeats it."""
 
     repository: Path
@@ -87,30 +88,30 @@ class CheckOutcome:
         return data
 
 
-def plan_check(repository: Path, runtime: str, pending_compile: bool, request: CheckRequest) -> CheckPlan:
+def choose_check(repository: Path, runtime: str, pending_compile: bool, request: CheckRequest) -> CheckRun:
     """Which validation matches this build (pure, apart from asking for a GPU when nothing decides it)."""
     # A TensorRT repository targets a GPU machine; otherwise validate's own default (printed explicitly).
     gpu = target_has_gpu(request.gpu)  # one rule in every command: a GPU server unless --no-gpu
     if pending_compile and not gpu:
         raise UserError("--defer-compile targets a GPU machine; drop --no-gpu (plans are compiled and run there)")
     options = ValidateOptions(strict=request.strict, allow_pending=request.allow_pending or pending_compile, gpu_present=gpu)
-    return CheckPlan(Path(repository), options, request)
+    return CheckRun(Path(repository), options, request)
 
 
 def rehearsal_options(runtime: str, pending_compile: bool) -> ValidateOptions:
     """What the build's writer judges each rehearsed state with (``repository/judge.py``, a layer below,
     takes them): the options of the check after the build with no validation flags given."""
-    return plan_check(Path("."), runtime, pending_compile, CheckRequest()).options
+    return choose_check(Path("."), runtime, pending_compile, CheckRequest()).options
 
 
-def run_check(plan: CheckPlan, *, log: Log) -> CheckOutcome:
+def run_check(check: CheckRun, *, log: Log) -> CheckOutcome:
     """Validate offline, then with ``live`` on the embedded Triton; log the diagnostics and the verdict."""
-    live = _live_settings(plan) if plan.request.live else None
+    live = _live_settings(check) if check.request.live else None
     if live is not None:
         log("live: loading every model into the embedded Triton and sending one request per ensemble")
     # The library call behind `repo-builder validate`: the printed command gives this same verdict. Under
     # --live, ``log`` gets validate's own progress: a line as each load starts and one with its verdict.
-    report = validate_location(plan.repository, plan.options, live=live, progress=log)
+    report = validate_location(check.repository, check.options, live=live, progress=log)
     live_results = _live_results(report) if live is not None else None
     lines = tuple(
         f"{d.severity.value} {d.code} {d.path}: {d.message}" + (f" (hint: {d.hint})" if d.hint else "")
@@ -121,14 +122,14 @@ def run_check(plan: CheckPlan, *, log: Log) -> CheckOutcome:
     errors, warnings = report.count(Severity.ERROR), report.count(Severity.WARNING)
     ok = report.exit_code(Severity.ERROR) == 0
     verdict = "passes" if ok else "FAILS"
-    log(f"validate: {plan.repository} {verdict} ({len(report.models)} models, {errors} errors, {warnings} warnings)")
-    return CheckOutcome(ok, errors, warnings, plan.command, lines, live_results)
+    log(f"validate: {check.repository} {verdict} ({len(report.models)} models, {errors} errors, {warnings} warnings)")
+    return CheckOutcome(ok, errors, warnings, check.command, lines, live_results)
 
 
-def _live_settings(plan: CheckPlan) -> LiveSettings:
-    tritonserver = str(plan.request.tritonserver) if plan.request.tritonserver else None
-    return LiveSettings(tritonserver=tritonserver, load_timeout=plan.request.load_timeout, strict=plan.options.strict,
-                        allow_unproven=plan.request.allow_unproven)
+def _live_settings(check: CheckRun) -> LiveSettings:
+    tritonserver = str(check.request.tritonserver) if check.request.tritonserver else None
+    return LiveSettings(tritonserver=tritonserver, load_timeout=check.request.load_timeout, strict=check.options.strict,
+                        allow_unproven=check.request.allow_unproven)
 
 
 def _live_results(report: Report) -> dict[str, dict[str, Any]]:

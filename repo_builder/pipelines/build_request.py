@@ -14,12 +14,13 @@ from typing import Any
 from repo_builder.compile import CompileSettings
 from repo_builder.compile.plan import require_build_environment
 from repo_builder.errors import ToolError, UserError
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult
-from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, plan_check, run_check
+from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, choose_check, run_check
 from repo_builder.pipelines.nvcf_assets import nvcf_settings
 from repo_builder.pipelines.option_files import check_labels_file
 from repo_builder.pipelines.registry import Family, build_family, family, prepare_family
+from repo_builder.pipelines.request_options import REQUEST_DEFAULTS
 from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
 from repo_builder.pipelines.settings import PipelineSettings
 from repo_builder.render.tuning import ModelTuning, step_instances, tune_model_step
@@ -40,21 +41,22 @@ class BuildRequest:
     family: str  # a key of pipelines.registry.FAMILIES: resnet50, image-classifier, text-classifier
     out: Path
     params: Mapping[str, Any] = field(default_factory=dict)  # the family's own options by dest (+ from_export)
-    name: str | None = None  # default: the family's
-    runtime: str = "auto"
-    max_batch_size: int = 8
-    top_k: int = 5
-    version: int | None = None
-    force: bool = False
-    templates: Path | None = None
-    labels: Path | None = None
-    defer_compile: bool = False
-    precision: str = "fp16"
-    check_parity: bool = True
-    instances: int | None = None
-    intra_op_threads: int | None = None
-    step_instances: int | None = None  # pre/post (Python) steps' instances; None: render.tuning.step_instances
-    replace: bool = False  # --replace: the ensemble's inputs/outputs may change (repository/build_target.py)
+    # The options' defaults as declared once in request_options.BUILD_OPTIONS (what --help shows).
+    name: str | None = REQUEST_DEFAULTS["name"]  # default: the family's
+    runtime: str = REQUEST_DEFAULTS["runtime"]
+    max_batch_size: int = REQUEST_DEFAULTS["max_batch_size"]
+    top_k: int = REQUEST_DEFAULTS["top_k"]
+    version: int | None = REQUEST_DEFAULTS["version"]
+    force: bool = REQUEST_DEFAULTS["force"]
+    templates: Path | None = REQUEST_DEFAULTS["templates"]
+    labels: Path | None = REQUEST_DEFAULTS["labels"]
+    defer_compile: bool = REQUEST_DEFAULTS["defer_compile"]
+    precision: str = REQUEST_DEFAULTS["precision"]
+    check_parity: bool = REQUEST_DEFAULTS["check_parity"]
+    instances: int | None = REQUEST_DEFAULTS["instances"]
+    intra_op_threads: int | None = REQUEST_DEFAULTS["intra_op_threads"]
+    step_instances: int | None = REQUEST_DEFAULTS["step_instances"]  # pre/post (Python) steps' instances; None: render.tuning.step_instances
+    replace: bool = REQUEST_DEFAULTS["replace"]  # --replace: the ensemble's inputs/outputs may change (repository/build_target.py)
     check: CheckRequest = field(default_factory=CheckRequest)
 
 
@@ -130,7 +132,7 @@ def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, 
     return options, tuning
 
 
-def build(request: BuildRequest, *, log: Log | None = None, steps: Steps | None = None) -> BuildOutcome:
+def build(request: BuildRequest, *, log: Log | None = None, phases: Phases | None = None) -> BuildOutcome:
     """Build ``request.family`` into ``request.out`` and validate it; ``outcome.check.command`` repeats the check.
 
     ``log`` receives progress lines (None: quiet); raises UserError/ToolError for bad input or a missing tool.
@@ -139,13 +141,13 @@ def build(request: BuildRequest, *, log: Log | None = None, steps: Steps | None 
     chosen = family(request.family)
     options, tuning = build_options(request, chosen)
     # Refuse a contradictory check (e.g. --defer-compile --no-gpu) before anything is exported.
-    plan_check(options.out, options.settings.runtime, options.defer_compile, request.check)
-    steps = steps or Steps(False)
-    job = prepare_family(chosen, options, request.params, steps)
-    result = build_family(chosen, options, request.params, steps=steps, log=log, job=job)
+    choose_check(options.out, options.settings.runtime, options.defer_compile, request.check)
+    phases = phases or Phases(False)
+    job = prepare_family(chosen, options, request.params, phases)
+    result = build_family(chosen, options, request.params, phases=phases, log=log, job=job)
     log(tuning.summary())  # after the build: an option refused on the way (e.g. --version taken) stays one line
-    plan = plan_check(result.repository, result.runtime, result.pending_compile, request.check)
+    check = choose_check(result.repository, result.runtime, result.pending_compile, request.check)
     # A note, not a timed step: --live shows its own progress, and two live displays cannot nest.
-    steps.note(f"validating: {plan.command}")
-    outcome = run_check(plan, log=log)
+    phases.note(f"validating: {check.command}")
+    outcome = run_check(check, log=log)
     return BuildOutcome(result, outcome)

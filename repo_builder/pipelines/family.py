@@ -12,32 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from repo_builder.pipelines.option_record import (
+    FamilyOption as FamilyOption,  # re-exported: family modules import it from here
+)
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact
 
 if TYPE_CHECKING:
-    from repo_builder.export.progress import Steps
+    from repo_builder.export.progress import Phases
     from repo_builder.pipelines.assemble import BuildOptions
-
-# Shared `build` options a family may read (the others are generic); any other family refuses them if given.
-SHARED_OPTIONS = ("labels", "top_k")
-
-
-@dataclass(frozen=True)
-class FamilyOption:
-    """An extra option of a family's ``build`` (or ``export``) subcommand, as data (the CLI turns it into a click option)."""
-
-    flags: tuple[str, ...]  # ("--model",) or ("--weights",)
-    dest: str  # the keyword ``prepare`` (or the export's ``run``) reads
-    help: str
-    default: Any = None
-    kind: str = "text"  # text | path | int | float | flag | choice
-    metavar: str | None = None
-    conflicts_with_export: bool = True  # meaningless with --from-export (the export already happened)
-    choices: tuple[str, ...] = ()  # kind "choice": the accepted values
-    required: bool = False  # export subcommands only: build has --from-export as the alternative
-
 
 @dataclass(frozen=True)
 class FamilyJob:
@@ -143,7 +127,7 @@ class FamilyReference:
 
 
 # prepare(params by dest, the build's options, progress) -> FamilyJob; raises UserError on bad options.
-Prepare = Callable[[Mapping[str, Any], "BuildOptions", "Steps"], FamilyJob]
+Prepare = Callable[[Mapping[str, Any], "BuildOptions", "Phases"], FamilyJob]
 # render(inputs) -> every model of the pipeline (pre, model, post..., the ensemble last).
 FamilyRenderer = Callable[[RenderInputs], tuple[RenderedModel, ...]]
 
@@ -162,7 +146,7 @@ class Family:
     templates: tuple[str, ...] = ()  # the model.py templates it renders (config templates are generic)
     export: FamilyExport | None = None  # its ``repo-builder export`` subcommand (None: build only)
     signature_keys: tuple[str, ...] = ()  # metadata keys of signature.json its export writes and render reads
-    shared_options: tuple[str, ...] = ()  # of SHARED_OPTIONS: the shared build options it reads
+    shared_options: tuple[str, ...] = ()  # of request_options.SHARED_OPTIONS: the shared build options it reads
     reference: FamilyReference | None = None  # its reference check and bench reference
     title: str = ""  # one line for `build --help` / `export --help` listings (default: summary up to its first ': ')
 

@@ -36,7 +36,7 @@ from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact, Signature
 
 if TYPE_CHECKING:
-    from repo_builder.export.progress import Steps
+    from repo_builder.export.progress import Phases
     from repo_builder.pipelines.assemble import BuildOptions
 
 IMAGE_INPUT = "IMAGE"
@@ -123,13 +123,13 @@ def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
                                  origin=inputs.origin)
 
 
-def prepare_resnet50(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+def prepare_resnet50(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
     """``build resnet50``: the alias of ``image-classifier --model torchvision:resnet50`` (imagenet = default)."""
     weights = str(params.get("weights") or "imagenet")
-    return _classifier_job(resnet50_choice(weights), options, steps, record={"model": "resnet50", "weights": weights})
+    return _classifier_job(resnet50_choice(weights), options, phases, record={"model": "resnet50", "weights": weights})
 
 
-def prepare_image_classifier(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+def prepare_image_classifier(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
     model = params.get("model")
     if not model:
         raise UserError("build image-classifier needs --model torchvision:NAME (e.g. torchvision:efficientnet_b0) or --model PATH.pt, or --from-export DIR")
@@ -137,12 +137,12 @@ def prepare_image_classifier(params: Mapping[str, Any], options: BuildOptions, s
     if choice.arch is not None:
         check_arch(choice.arch)  # before anything is staged: a typo'd name fails at once
     record = {"model": str(model) if choice.path is None else str(choice.path.resolve()), "weights": choice.weights, "arch": choice.arch}
-    return _classifier_job(choice, options, steps, record=record)
+    return _classifier_job(choice, options, phases, record=record)
 
 
-def _classifier_job(choice: ModelChoice, options: BuildOptions, steps: Steps, record: Mapping[str, Any]) -> FamilyJob:
+def _classifier_job(choice: ModelChoice, options: BuildOptions, phases: Phases, record: Mapping[str, Any]) -> FamilyJob:
     def export(folder: Path) -> OnnxArtifact:
-        return export_torchvision_classifier(folder, choice, check_parity=options.check_parity, steps=steps)
+        return export_torchvision_classifier(folder, choice, check_parity=options.check_parity, phases=phases)
 
     return FamilyJob(export=export, record=record, describe=f"exporting {choice.name} to ONNX")
 

@@ -35,7 +35,7 @@ from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact, Signature
 
 if TYPE_CHECKING:
-    from repo_builder.export.progress import Steps
+    from repo_builder.export.progress import Phases
     from repo_builder.pipelines.assemble import BuildOptions
 
 IMAGE_INPUT = "IMAGE"
@@ -228,7 +228,7 @@ OPTIONS = (
 )
 
 
-def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
     """--model PATH.pt or --from-onnx PATH.onnx (one of them), checked before anything is staged."""
     choices = detection_choices(params)  # bad thresholds fail now, not after the export
     model, onnx_file = params.get("model"), params.get("from_onnx")
@@ -253,7 +253,7 @@ def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, st
         raise UserError(f"--model {checkpoint}: no such file; pass an Ultralytics detection checkpoint (.pt)")
 
     def export_checkpoint(folder: Path) -> OnnxArtifact:
-        return export_ultralytics_checkpoint(folder, checkpoint, imgsz=imgsz, labels=labels, steps=steps)
+        return export_ultralytics_checkpoint(folder, checkpoint, imgsz=imgsz, labels=labels, phases=phases)
 
     return FamilyJob(export=export_checkpoint, record={**record, "model": str(checkpoint.resolve())},
                      describe=f"exporting {checkpoint.name} with Ultralytics' exporter")

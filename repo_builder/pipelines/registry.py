@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 from repo_builder.pipelines import (
     detection_reference,
     image_classification,
@@ -116,25 +116,25 @@ def build_family(
     options: BuildOptions,
     params: Mapping[str, Any],
     *,
-    steps: Steps | None = None,
+    phases: Phases | None = None,
     log: Log | None = None,
     job: FamilyJob | None = None,
 ) -> BuildResult:
     """Build ``chosen``'s pipeline into ``options.out``; ``params`` holds the family's own options by dest
-    (``from_export`` included). ``steps`` shows progress (quiet when None); ``job``: from ``prepare_family``."""
+    (``from_export`` included). ``phases`` shows progress (quiet when None); ``job``: from ``prepare_family``."""
     chosen = family(chosen) if isinstance(chosen, str) else chosen
-    steps = steps or Steps(False)
-    job = job or prepare_family(chosen, options, params, steps)
+    phases = phases or Phases(False)
+    job = job or prepare_family(chosen, options, params, phases)
 
     exported: list[OnnxArtifact] = []
 
     def export(folder: Path) -> OnnxArtifact:
-        steps.note(job.describe)  # a note, not a step: the exporter shows its own timed steps inside
+        phases.note(job.describe)  # a note, not a step: the exporter shows its own timed phases inside
         exported.append(job.export(folder))
         return exported[-1]
 
     def render(env: Any, source: ModelSource, artifact: OnnxArtifact, versions: Mapping[str, int]) -> tuple[RenderedModel, ...]:
-        with steps.step("rendering configs and model.py files"):
+        with phases.phase("rendering configs and model.py files"):
             return chosen.render(RenderInputs(env, source, artifact, options.settings, versions, options.labels, params))
 
     # "family" lets the reference check and bench find the family (and "model" its checkpoint) from the manifest.
@@ -151,13 +151,13 @@ def check_shared_options(chosen: Family, options: BuildOptions) -> None:
         raise UserError(f"--labels: build {chosen.command} has no labels; drop --labels")
 
 
-def prepare_family(chosen: Family, options: BuildOptions, params: Mapping[str, Any], steps: Steps) -> FamilyJob:
+def prepare_family(chosen: Family, options: BuildOptions, params: Mapping[str, Any], phases: Phases) -> FamilyJob:
     """Check the family's options before anything is staged: --from-export DIR (any family: read, task and
     metadata checked) or the family's own export."""
     check_shared_options(chosen, options)
     from_export = params.get("from_export")
     if from_export is None:
-        return chosen.prepare(params, options, steps)
+        return chosen.prepare(params, options, phases)
     given = [o.flags[0] for o in chosen.options if o.conflicts_with_export and params.get(o.dest) not in (None, o.default, False)]
     if given:
         raise UserError(f"--from-export builds from an existing export; drop {', '.join(given)}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from repo_builder.errors import UserError
 from repo_builder.nvcf import NvcfAssets
-from repo_builder.spec import Signature
+from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE, Signature
 
 RUNTIMES = ("tensorrt", "onnxruntime", "python")
 # Full match (re.fullmatch): "name\n" must be refused; these names become folder names and config strings.
@@ -41,7 +41,7 @@ class PipelineSettings:
 
     name: str  # the ensemble's name; members are <name>_preprocess, <name>_model, <name>_postprocess
     runtime: str  # resolved: tensorrt | onnxruntime | python
-    max_batch_size: int = 8
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     top_k: int = 5
     max_queue_delay_us: int = 100
     instance_count: int = 1  # model-step instances (issue 15: derived from the cores when the CLI is not told)

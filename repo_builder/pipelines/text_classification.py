@@ -27,7 +27,7 @@ from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact, Signature
 
 if TYPE_CHECKING:
-    from repo_builder.export.progress import Steps
+    from repo_builder.export.progress import Phases
     from repo_builder.pipelines.assemble import BuildOptions
 
 TEXT_INPUT = "TEXT"
@@ -113,7 +113,7 @@ def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
                                 export_tokenizer_dir(inputs.artifact), origin=inputs.origin)
 
 
-def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
     """--model FOLDER (checked now), --max-length, --new-head/--num-labels for a checkpoint without a head."""
     model_dir = params.get("model")
     if model_dir is None:
@@ -128,7 +128,7 @@ def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, st
 
     def export(folder: Path) -> OnnxArtifact:
         return export_text_classifier(
-            model_dir, folder, max_length=max_length, check_parity=options.check_parity, new_head=new_head, steps=steps
+            model_dir, folder, max_length=max_length, check_parity=options.check_parity, new_head=new_head, phases=phases
         )
 
     record = {"model": str(model_dir.resolve()), "max_length": max_length, "new_head": new_head is not None}

@@ -38,7 +38,7 @@ from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact
 
 if TYPE_CHECKING:
-    from repo_builder.export.progress import Steps
+    from repo_builder.export.progress import Phases
     from repo_builder.pipelines.assemble import BuildOptions
 
 TEXT_INPUT = "TEXT"
@@ -70,7 +70,7 @@ def _max_length(params: Mapping[str, Any]) -> int | None:
     return value
 
 
-def prepare(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+def prepare(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
     """--model FOLDER: its pooling read now (a bad folder fails before anything is staged)."""
     model = params.get("model")
     if model is None:
@@ -80,7 +80,7 @@ def prepare(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> F
 
     def export(folder: Path) -> OnnxArtifact:
         return export_text_embedder(checkpoint, folder, max_length=max_length, output_dtype=output_dtype,
-                                    check_parity=options.check_parity, steps=steps)
+                                    check_parity=options.check_parity, phases=phases)
 
     record = {"model": str(Path(model).resolve()), "pooling": checkpoint.pooling, "normalize": checkpoint.normalize,
               "max_length": max_length, "output_dtype": output_dtype, "pooling_from": checkpoint.origin}

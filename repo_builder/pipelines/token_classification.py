@@ -47,7 +47,7 @@ from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact, Signature, TensorSpec
 
 if TYPE_CHECKING:
-    from repo_builder.export.progress import Steps
+    from repo_builder.export.progress import Phases
     from repo_builder.pipelines.assemble import BuildOptions
 
 TEXT_INPUT = "TEXT"
@@ -255,7 +255,7 @@ TOKEN_CLASSIFIER_OPTIONS = (
 )
 
 
-def prepare_token_classifier(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> FamilyJob:
+def prepare_token_classifier(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
     """--model FOLDER (checked now), --max-length; the entity choices are checked here too (before staging)."""
     choices = entity_choices(params)
     model_dir = params.get("model")
@@ -269,7 +269,7 @@ def prepare_token_classifier(params: Mapping[str, Any], options: BuildOptions, s
         raise UserError(f"--max-length must be >= 1, got {max_length}")
 
     def export(folder: Path) -> OnnxArtifact:
-        return export_token_classifier(model_dir, folder, max_length=max_length, check_parity=options.check_parity, steps=steps)
+        return export_token_classifier(model_dir, folder, max_length=max_length, check_parity=options.check_parity, phases=phases)
 
     record = {"model": str(model_dir.resolve()), "max_length": max_length, "task": TASK,
               "aggregation": choices.aggregation, "ignore_labels": list(choices.ignore_labels), "long_texts": choices.long_texts}

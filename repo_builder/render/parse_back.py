@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from repo_builder.errors import UserError
+from repo_builder.triton_config import ConfigParseError, parse_config_text
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -13,15 +14,10 @@ if TYPE_CHECKING:
 
 def parse_config(text: str, origin: str) -> model_config_pb2.ModelConfig:
     """Parse a rendered config.pbtxt with Triton's own proto; a failure names the template."""
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    config: model_config_pb2.ModelConfig = model_config_pb2.ModelConfig()
     try:
-        text_format.Parse(text, config)
-    except text_format.ParseError as exc:
-        raise UserError(f"{origin}: the rendered config does not parse as a Triton ModelConfig ({exc})") from None
-    return config
+        return parse_config_text(text, origin)
+    except ConfigParseError as exc:
+        raise UserError(f"{origin}: the rendered config does not parse as a Triton ModelConfig ({exc.detail})") from None
 
 
 def compile_source(source: str, origin: str) -> None:

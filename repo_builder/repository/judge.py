@@ -17,7 +17,7 @@ def repository_judge(options: ValidateOptions) -> Judge:
     """The error lines (``format_diagnostic``'s form) of the repository in a folder; empty when it passes.
 
     ``options``: those of the check after the build (the build pipeline passes
-    ``pipelines/build_check.plan_check(...).options``), so the rehearsal and the final check judge for
+    ``pipelines/build_check.choose_check(...).options``), so the rehearsal and the final check judge for
     the same target.
     """
 

@@ -9,14 +9,14 @@ that pins it replaces the old one, a single ``os.replace``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
 from repo_builder.errors import UserError
-from repo_builder.render.parse_back import parse_config
+from repo_builder.triton_config import read_config_file, versions_to_load
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.scan import parse_version_name
 
@@ -44,7 +44,7 @@ def next_version(model_dir: Path) -> int:
     return versions[-1] + 1 if versions else 1
 
 
-def plan_versions(out: Path, names: Sequence[str], requested: int | None, force: bool) -> dict[str, int]:
+def choose_versions(out: Path, names: Sequence[str], requested: int | None, force: bool) -> dict[str, int]:
     """Model name -> version to write. Never an existing version unless ``force``."""
     if requested is None:
         return {name: next_version(out / name) for name in names}
@@ -59,31 +59,12 @@ def plan_versions(out: Path, names: Sequence[str], requested: int | None, force:
 
 def read_config(model_dir: Path) -> tuple[str | None, ModelConfig | None]:
     """A model's config text and parsed proto; (None, None) when missing, (text, None) when it does not parse."""
-    path = model_dir / CONFIG_FILE
-    try:
-        text = path.read_text(encoding="utf-8") if path.is_file() and not path.is_symlink() else None
-    except (OSError, UnicodeDecodeError):
-        return None, None
-    if text is None:
-        return None, None
-    try:
-        return text, parse_config(text, str(path))
-    except UserError:
-        return text, None
+    read = read_config_file(model_dir / CONFIG_FILE, model_dir.parent)
+    return read.text, read.config
 
 
-def served_versions(config: ModelConfig | None, present: Iterable[int]) -> tuple[int, ...]:
-    """The versions Triton serves under ``config``'s version policy (core ``VersionsToLoad``)."""
-    existing = sorted(set(present), reverse=True)
-    if config is None or not config.HasField("version_policy"):
-        return tuple(existing[:1])
-    policy = config.version_policy
-    choice = policy.WhichOneof("policy_choice")
-    if choice == "specific":
-        return tuple(sorted(set(policy.specific.versions) & set(existing)))
-    if choice == "latest":
-        return tuple(sorted(existing[: max(policy.latest.num_versions, 0)]))
-    return tuple(sorted(existing))
+# The versions Triton serves under a config's version policy: the one VersionsToLoad, under the writer's name.
+served_versions = versions_to_load
 
 
 def is_pinned(config: ModelConfig | None) -> bool:

@@ -21,8 +21,8 @@ from repo_builder.triton.bench_limits import PROGRESS_FROM, start_progress
 from repo_builder.triton.client import connect, error_text, grpc_module
 from repo_builder.triton.perf_analyzer import LoadGenerator, run_level
 from repo_builder.triton.synthesize import request_shape, synthesize_inputs
+from repo_builder.triton_config import read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
-from repo_builder.validate.scan import read_config
 
 PROGRESS_SECONDS = 5.0  # a progress line this often while a big level runs
 
@@ -330,11 +330,11 @@ class ModelBench:
         return {"model": self.model, "levels": out}
 
 
-def _config_on_disk(repository: Path, name: str) -> ModelConfig | None:
+def config_on_disk(repository: Path, name: str) -> ModelConfig | None:
     """The model's config.pbtxt, read as offline validate reads it (a regular file inside the repository,
     at most MAX_CONFIG_BYTES); None when it does not parse (the server says why when it loads the model)."""
     path = repository / name / CONFIG_FILE
-    config, text, problem, _, _ = read_config(path, repository)
+    config, text, problem, _, _ = read_config_file(path, repository)
     if config is None and text is None and problem is not None:  # unreadable: too big, a FIFO, a link out
         raise UserError(f"{path}: {problem}; fix that model's {CONFIG_FILE} or pass --model NAME to bench the others")
     return config
@@ -343,7 +343,7 @@ def _config_on_disk(repository: Path, name: str) -> ModelConfig | None:
 def default_models(repository: Path) -> tuple[str, ...]:
     """What a client calls: the ensembles, or every model when there is none (sorted)."""
     names = sorted(p.name for p in repository.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file())
-    ensembles = [n for n in names if getattr(_config_on_disk(repository, n), "platform", "") == "ensemble"]
+    ensembles = [n for n in names if getattr(config_on_disk(repository, n), "platform", "") == "ensemble"]
     return tuple(ensembles or names)
 
 

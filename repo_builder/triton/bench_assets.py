@@ -17,7 +17,7 @@ from pathlib import Path
 
 from repo_builder.errors import UserError
 from repo_builder.nvcf import ASSET_DIR_HEADER, ASSET_IDS_HEADER, FORWARD_PATTERN, PARAM_INPUT, PARAM_ROOT
-from repo_builder.triton.bench import _config_on_disk
+from repo_builder.triton.bench import config_on_disk
 
 SERVER_ARGS = (f"--grpc-header-forward-pattern={FORWARD_PATTERN}", f"--http-header-forward-pattern={FORWARD_PATTERN}")
 
@@ -32,9 +32,9 @@ class ModelRequests:
 
 def asset_step(repository: Path, name: str) -> tuple[str, str] | None:
     """(asset input, asset root) when model ``name`` (or its first step) reads NVCF assets."""
-    config = _config_on_disk(repository, name)
+    config = config_on_disk(repository, name)
     if config is not None and config.platform == "ensemble" and config.ensemble_scheduling.step:
-        config = _config_on_disk(repository, config.ensemble_scheduling.step[0].model_name)
+        config = config_on_disk(repository, config.ensemble_scheduling.step[0].model_name)
     if config is None or PARAM_ROOT not in config.parameters or PARAM_INPUT not in config.parameters:
         return None
     return config.parameters[PARAM_INPUT].string_value, config.parameters[PARAM_ROOT].string_value

@@ -23,6 +23,7 @@ from pathlib import Path
 from repo_builder.errors import ToolError
 from repo_builder.signals import signals_deferred
 from repo_builder.triton import standin_onnx_model
+from repo_builder.triton_config import ConfigParseError, parse_config_text
 from repo_builder.triton_layout import CONFIG_FILE, SKIPPED_VERSION_FOLDERS
 
 STANDIN_SOURCE = Path(standin_onnx_model.__file__)
@@ -72,12 +73,10 @@ def _replace_file(path: Path, text: str) -> None:
 def standin_config(config_text: str | None) -> tuple[str, str] | None:
     """The stand-in's config text and the ONNX file it serves; None when the config does not parse."""
     from google.protobuf import text_format  # with tritonclient: the serve extra
-    from tritonclient.grpc import model_config_pb2
 
-    config = model_config_pb2.ModelConfig()
     try:
-        text_format.Parse(config_text or "", config)
-    except text_format.ParseError:
+        config = parse_config_text(config_text or "", CONFIG_FILE)
+    except ConfigParseError:
         return None
     onnx_file = config.default_model_filename or DEFAULT_ONNX_FILE
     config.backend = "python"

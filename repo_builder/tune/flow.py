@@ -17,7 +17,7 @@ from repo_builder.triton.bench import default_models
 from repo_builder.tune.commit import write_winner
 from repo_builder.tune.knobs import Setting, current_knobs, setting_of, step_space
 from repo_builder.tune.record import tune_document
-from repo_builder.tune.runner import CandidateRunner, LoadPlan, read_model_config, tunable_steps
+from repo_builder.tune.runner import CandidateRunner, MeasureSettings, read_model_config, tunable_steps
 from repo_builder.tune.search import Budget, Measured, Objective, SearchResult, hill_climb
 
 Log = Callable[[str], None]
@@ -29,7 +29,7 @@ class TuneRequest:
     model: str | None = None  # the ensemble clients call; None: the repository's only ensemble
     objective: Objective = field(default_factory=Objective)
     budget: Budget = field(default_factory=Budget)
-    plan: LoadPlan = field(default_factory=LoadPlan)
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
     max_instances: int | None = None  # None: the cores, at least 2
     confirm_rounds: int = 2  # interleaved re-measurements of the start and the winner
     files: Mapping[str, Sequence[bytes]] = field(default_factory=dict)  # --input NAME=FILE
@@ -95,7 +95,7 @@ def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResu
     start = setting_of({name: current_knobs(c) for name, c in configs.items()})
     digest = repository_digest(repository)
     began = time.monotonic()
-    with CandidateRunner(repository, model, configs, request.plan, request.files, log, request.tritonserver) as runner:
+    with CandidateRunner(repository, model, configs, request.measure, request.files, log, request.tritonserver) as runner:
         server_version = str(runner.server.client.get_server_metadata().version)
 
         def measure(setting: Setting) -> Measured:
@@ -110,7 +110,7 @@ def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResu
         confirmation = {**confirmation, "kept_start": True}
         search = SearchResult(measured=search.measured, best=search.baseline)
     settings = {
-        "concurrency": request.plan.concurrency, "seconds": request.plan.seconds, "warmup": request.plan.warmup,
+        "concurrency": request.measure.concurrency, "seconds": request.measure.seconds, "warmup": request.measure.warmup,
         "max_candidates": request.budget.max_candidates, "max_seconds": request.budget.max_seconds,
         "max_instances": max_instances, "cores": cores,
     }

@@ -24,17 +24,17 @@ from repo_builder.fsutil import write_text_atomic
 from repo_builder.repository.moves import link_tree
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ensemble_members, measure, payloads_for
+from repo_builder.triton_config import read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.tune.knobs import Setting, StepKnobs, apply_knobs
 from repo_builder.tune.search import Measured
-from repo_builder.validate.scan import read_config
 
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 
 @dataclass(frozen=True)
-class LoadPlan:
+class MeasureSettings:
     """How each candidate is measured."""
 
     concurrency: int = 4
@@ -46,7 +46,7 @@ class LoadPlan:
 def read_model_config(repository: Path, name: str) -> ModelConfig:
     """A model's config.pbtxt, read as validate reads it (regular file inside the repository, bounded)."""
     path = repository / name / CONFIG_FILE
-    config, _, problem, _, _ = read_config(path, repository)
+    config, _, problem, _, _ = read_config_file(path, repository)
     if config is None:
         raise UserError(f"{path}: {problem or 'does not parse'}; fix it (repo-builder validate says how) before tuning")
     return config
@@ -68,12 +68,12 @@ class CandidateRunner:
         repository: Path,
         ensemble: str,
         configs: Mapping[str, ModelConfig],
-        plan: LoadPlan,
+        measure: MeasureSettings,
         files: Mapping[str, Sequence[bytes]] | None = None,
         log: Callable[[str], None] = lambda _: None,
         tritonserver: str | None = None,
     ) -> None:
-        self.repository, self.ensemble, self.configs, self.plan = repository, ensemble, dict(configs), plan
+        self.repository, self.ensemble, self.configs, self.measure_settings = repository, ensemble, dict(configs), measure
         self.files = dict(files or {})
         self.log, self.tritonserver = log, tritonserver
         self.scratch_root = Path(tempfile.mkdtemp(prefix="repo-builder-tune-"))
@@ -113,8 +113,8 @@ class CandidateRunner:
         began = time.monotonic()
         changed = self._write(setting)
         for name in changed:  # members first, then the ensemble (Triton re-reads each config on load)
-            self.server.load(name, timeout=self.plan.load_timeout)
-        self.server.load(self.ensemble, timeout=self.plan.load_timeout)
+            self.server.load(name, timeout=self.measure_settings.load_timeout)
+        self.server.load(self.ensemble, timeout=self.measure_settings.load_timeout)
         self.loaded.update(dict(setting))
         config = self.server.client.get_model_config(self.ensemble).config
         payloads = payloads_for(config, self.files)
@@ -123,7 +123,7 @@ class CandidateRunner:
         steps = tuple(name for name, _ in setting)
         result, stats = measure(
             self.server.client, self.server.grpc_url, self.ensemble, payloads,
-            concurrency=self.plan.concurrency, seconds=self.plan.seconds, warmup=self.plan.warmup,
+            concurrency=self.measure_settings.concurrency, seconds=self.measure_settings.seconds, warmup=self.measure_settings.warmup,
             items_per_request=items, steps=steps,
         )
         return Measured(

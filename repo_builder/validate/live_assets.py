@@ -21,6 +21,7 @@ from repo_builder.triton.client import error_text
 from repo_builder.triton.errors import ServerError
 from repo_builder.triton.server import TritonServer
 from repo_builder.triton.synthesize import sample_image
+from repo_builder.triton_config import parse_config_text
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.analysis.nvcf import asset_input
 from repo_builder.validate.records import ModelEntry, Repository
@@ -44,15 +45,12 @@ def redirect_asset_roots(staged: Path, repository: Repository, root: Path) -> tu
     """Point every asset step of the staged copy at ``root``; returns the models changed. Each config is
     unlinked before it is written (the stage's files are links to the user's repository)."""
     from google.protobuf import text_format  # with tritonclient: the serve extra
-    from tritonclient.grpc import model_config_pb2
-
     changed = []
     for model in repository.models:
         path = staged / model.name / CONFIG_FILE
         if asset_input(model) is None or model.config_text is None or not path.is_file():
             continue
-        config = model_config_pb2.ModelConfig()
-        text_format.Parse(model.config_text, config)  # the text the scan read through the guarded reader
+        config = parse_config_text(model.config_text, str(path))  # the text the scan read through the guarded reader
         config.parameters[PARAM_ROOT].string_value = str(root)
         path.unlink()
         path.write_text(text_format.MessageToString(config), encoding="utf-8")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from repo_builder.errors import UserError
+from repo_builder.lazy_pb2 import import_pb2
+from repo_builder.triton_config import MAX_CONFIG_BYTES, read_config_file
 from repo_builder.triton_layout import CONFIG_FILE, SKIPPED_VERSION_FOLDERS
-from repo_builder.validate.analysis.files import UnsafeFile, read_bounded, resolves_inside
+from repo_builder.validate.analysis.files import resolves_inside
 from repo_builder.validate.records import FileEntry, ModelEntry, Repository, VersionDir
 
 if TYPE_CHECKING:
@@ -19,12 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "import_pb2", "parse_version_name", "read_config", "scan_repository"]
 
-# Triton sets no size limit of its own: core reads the whole file into a string and hands it to
-# protobuf's text parser (model_config_utils.cc, ReadTextProto), which stops near 2 GiB. Configs with
-# thousands of inline labels or warmup values reach tens of MB; 64 MiB keeps every realistic config and
-# still bounds what one file can cost a CI gate.
-MAX_CONFIG_BYTES = 64 * 1024 * 1024
 RESERVED_DIRS = SKIPPED_VERSION_FOLDERS  # the older name, kept for callers
+read_config = read_config_file  # the one config reader (repo_builder/triton_config.py), under the name validate uses
 
 
 def parse_version_name(name: str) -> tuple[int | None, str | None]:
@@ -82,114 +79,6 @@ def _list(path: Path, root: Path) -> tuple[tuple[FileEntry, ...], str | None]:
         return tuple(_entry(c, root) for c in children), None
     except OSError as exc:
         return (), f"cannot list {path}: {exc.strerror or exc}"
-
-
-# Packages whose __init__ is expensive and irrelevant to validate: importing a pb2 module from them
-# installs the package as a stand-in that runs its real __init__ only when something else is used.
-_DEFERRED_PACKAGES = frozenset({"tritonclient.grpc"})
-
-
-class _DeferredPackage(types.ModuleType):
-    """A package whose ``__init__`` has not run yet; the first missing attribute runs it in place."""
-
-    def __getattr__(self, name: str) -> Any:
-        self.__class__ = types.ModuleType  # type: ignore[assignment]  # demoted on purpose: an ordinary module from here on
-        try:
-            # installed by _deferred_package from a spec it checked has a loader
-            assert self.__spec__ is not None and self.__spec__.loader is not None
-            self.__spec__.loader.exec_module(self)
-        except BaseException:
-            sys.modules.pop(self.__name__, None)  # a later import retries from scratch
-            raise
-        return getattr(self, name)
-
-
-def _deferred_package(package: str) -> types.ModuleType | None:
-    import importlib.util
-
-    module = sys.modules.get(package)
-    if module is not None:
-        return module
-    if package not in _DEFERRED_PACKAGES:
-        return None
-    spec = importlib.util.find_spec(package)  # imports the parent (tritonclient: an empty __init__)
-    if spec is None or spec.loader is None or not spec.submodule_search_locations:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    module.__class__ = _DeferredPackage
-    sys.modules[package] = module
-    parent, _, leaf = package.rpartition(".")
-    if parent in sys.modules:
-        setattr(sys.modules[parent], leaf, module)
-    return module
-
-
-def import_pb2(qualified_name: str) -> Any:
-    """Import a generated ``*_pb2`` module without running its package's ``__init__``.
-
-    ``tritonclient.grpc``'s ``__init__`` pulls in grpc, numpy and more (0.2 s or so), and ``onnx``'s its
-    C++ extension; validate only needs the protobuf classes. The module is registered under its real
-    name, so a later ordinary import reuses it instead of registering its protos twice. For
-    ``tritonclient.grpc`` the package itself is registered as a stand-in holding the module, so that
-    ``from tritonclient.grpc import model_config_pb2`` anywhere stays cheap, while any other use of the
-    package (the gRPC client of ``validate --live``) runs its real ``__init__`` first.
-    """
-    module = sys.modules.get(qualified_name)
-    if module is not None:
-        return module
-    import importlib.util
-
-    package, _, leaf = qualified_name.rpartition(".")
-    top = package.split(".")[0]
-    spec = importlib.util.find_spec(top)
-    if spec is None or not spec.submodule_search_locations:
-        return importlib.import_module(qualified_name)
-    file = Path(spec.submodule_search_locations[0], *package.split(".")[1:], f"{leaf}.py")
-    if not file.is_file():
-        return importlib.import_module(qualified_name)
-    module_spec = importlib.util.spec_from_file_location(qualified_name, file)
-    if module_spec is None or module_spec.loader is None:
-        return importlib.import_module(qualified_name)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[qualified_name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[qualified_name]
-        raise
-    holder = _deferred_package(package)
-    if isinstance(holder, _DeferredPackage):
-        object.__setattr__(holder, leaf, module)
-    return module
-
-
-def read_config(
-    path: Path, root: Path | None = None
-) -> tuple[ModelConfig | None, str | None, str | None, int | None, int | None]:
-    """Parse ``config.pbtxt`` with Triton's own proto: (config, text, problem, line, column).
-
-    Only a regular file inside ``root`` (default: the repository holding the model folder) is read,
-    and at most ``MAX_CONFIG_BYTES`` of it; a problem never quotes a link's target.
-    """
-    from google.protobuf import text_format
-
-    model_config_pb2 = import_pb2("tritonclient.grpc.model_config_pb2")
-    try:
-        raw = read_bounded(path, root if root is not None else path.parent.parent, MAX_CONFIG_BYTES, CONFIG_FILE)
-    except UnsafeFile as exc:
-        return None, None, str(exc), None, None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, None, f"{CONFIG_FILE} is not UTF-8 text (byte {exc.start})", None, None
-    config: ModelConfig = model_config_pb2.ModelConfig()
-    try:
-        text_format.Parse(text, config)
-    except text_format.ParseError as exc:
-        return None, text, f"failed to parse {CONFIG_FILE}: {exc}", exc.GetLine(), exc.GetColumn()
-    except Exception as exc:
-        return None, text, f"failed to parse {CONFIG_FILE}: {exc}", None, None
-    return config, text, None, None, None
 
 
 ConfigResult = tuple["ModelConfig | None", str | None, str | None, int | None, int | None]

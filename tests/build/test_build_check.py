@@ -14,25 +14,25 @@ import pytest
 from repo_builder.cli.main import main
 from repo_builder.errors import UserError
 from repo_builder.export.tiny_models import make_tiny_text_classifier
-from repo_builder.pipelines.build_check import CheckRequest, plan_check, rehearsal_options, run_check
+from repo_builder.pipelines.build_check import CheckRequest, choose_check, rehearsal_options, run_check
 
 
-def test_plan_check_allows_pending_plans_for_a_gpu_when_compile_is_deferred() -> None:
-    plan = plan_check(Path("repo"), "tensorrt", True, CheckRequest())
+def test_choose_check_allows_pending_plans_for_a_gpu_when_compile_is_deferred() -> None:
+    plan = choose_check(Path("repo"), "tensorrt", True, CheckRequest())
     assert plan.argv == ["repo-builder", "validate", "repo", "--allow-pending", "--gpu"]
     assert plan.options.allow_pending and plan.options.gpu_present
 
 
-def test_plan_check_repeats_every_validation_flag_when_given() -> None:
+def test_choose_check_repeats_every_validation_flag_when_given() -> None:
     request = CheckRequest(strict=True, gpu=False, live=True, tritonserver=Path("/opt/ts"), load_timeout=5)
-    assert plan_check(Path("r"), "python", False, request).command == (
+    assert choose_check(Path("r"), "python", False, request).command == (
         "repo-builder validate r --strict --no-gpu --live --tritonserver /opt/ts --load-timeout 5"
     )
 
 
-def test_plan_check_refuses_no_gpu_when_compile_is_deferred() -> None:
+def test_choose_check_refuses_no_gpu_when_compile_is_deferred() -> None:
     with pytest.raises(UserError, match="--no-gpu"):
-        plan_check(Path("r"), "tensorrt", True, CheckRequest(gpu=False))
+        choose_check(Path("r"), "tensorrt", True, CheckRequest(gpu=False))
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_build_refuses_bare_encoder_in_one_line_when_no_head_is_asked(tmp_path: 
 
 def test_rehearsal_options_equal_the_check_after_build_when_no_flags_given() -> None:
     for runtime, pending in (("python", False), ("onnx", False), ("tensorrt", True)):
-        assert rehearsal_options(runtime, pending) == plan_check(Path("r"), runtime, pending, CheckRequest()).options
+        assert rehearsal_options(runtime, pending) == choose_check(Path("r"), runtime, pending, CheckRequest()).options
 
 
 def test_repository_judge_imports_nothing_from_pipelines_when_loaded() -> None:
@@ -113,7 +113,7 @@ def test_run_check_logs_each_load_and_reports_status_text_when_live(tmp_path: Pa
         )
         (tmp_path / name / "1" / "model.py").write_text(model_py, encoding="utf-8")
     lines: list[str] = []
-    plan = plan_check(tmp_path, "python", False, CheckRequest(live=True, gpu=False, load_timeout=30))
+    plan = choose_check(tmp_path, "python", False, CheckRequest(live=True, gpu=False, load_timeout=30))
     outcome = run_check(plan, log=lines.append)
     assert "live: loading echo ..." in lines and "live: echo: loaded" in lines
     assert lines.index("live: loading broken ...") + 1 == lines.index("live: broken: model code failed")

@@ -26,7 +26,7 @@ from repo_builder.repository.stage import (
     remove_stale_stages,
     stage_prefix,
 )
-from repo_builder.repository.versions import existing_versions, plan_versions, served_versions
+from repo_builder.repository.versions import choose_versions, existing_versions, served_versions
 from repo_builder.repository.writer import (
     Judge,
     StagedModel,
@@ -82,18 +82,18 @@ def served(out: Path, name: str) -> tuple[int, ...]:
     return served_versions(config_of(out, name), existing_versions(out / name))
 
 
-def test_plan_versions_picks_next_free_version_when_steps_differ(tmp_path: Path) -> None:
+def test_choose_versions_picks_next_free_version_when_steps_differ(tmp_path: Path) -> None:
     for rel in ("a/1", "a/3", "a/07", "a/tmp", "b/1"):
         (tmp_path / rel).mkdir(parents=True)
     assert existing_versions(tmp_path / "a") == (1, 3)  # '07' and 'tmp' are ignored by Triton
-    assert plan_versions(tmp_path, ["a", "b", "c"], None, False) == {"a": 4, "b": 2, "c": 1}
+    assert choose_versions(tmp_path, ["a", "b", "c"], None, False) == {"a": 4, "b": 2, "c": 1}
 
 
-def test_plan_versions_raises_user_error_when_version_exists_without_force(tmp_path: Path) -> None:
+def test_choose_versions_raises_user_error_when_version_exists_without_force(tmp_path: Path) -> None:
     (tmp_path / "a" / "2").mkdir(parents=True)
     with pytest.raises(UserError, match="--force"):
-        plan_versions(tmp_path, ["a", "b"], 2, False)
-    assert plan_versions(tmp_path, ["a", "b"], 2, True) == {"a": 2, "b": 2}
+        choose_versions(tmp_path, ["a", "b"], 2, False)
+    assert choose_versions(tmp_path, ["a", "b"], 2, True) == {"a": 2, "b": 2}
 
 
 def test_build_stage_lives_beside_out_and_nothing_inside_when_staging(tmp_path: Path) -> None:

@@ -153,3 +153,21 @@ def test_require_build_environment_names_every_missing_piece_when_builder_chosen
         require_build_environment(builder)
     message = str(info.value)
     assert "no NVIDIA GPU found" in message and missing in message and "\n" not in message
+
+
+def test_external_data_files_lists_the_weights_file_when_the_onnx_keeps_weights_outside(tmp_path: Path) -> None:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from repo_builder.compile.pending import external_data_files
+
+    w = numpy_helper.from_array(np.ones((4,), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], initializer=[w])
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "inline.onnx"))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save_model(model, str(tmp_path / "model.onnx"), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    assert external_data_files(tmp_path / "model.onnx") == ("weights.bin",)
+    assert external_data_files(tmp_path / "inline.onnx") == ()

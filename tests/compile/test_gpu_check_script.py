@@ -15,7 +15,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from repo_builder.compile import parse_profile_options
-from repo_builder.compile.precision import plan_precision, read_onnx_facts
+from repo_builder.compile.precision import choose_precision, read_onnx_facts
 from repo_builder.errors import UserError
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
@@ -109,8 +109,8 @@ def test_gpu_check_models_fit_each_tensorrt_major_when_fp16(tmp_path: Path):
 
     models = gpu_day.make_models(tmp_path)
     with pytest.raises(UserError):
-        plan_precision("fp16", 11, read_onnx_facts(models["fp32"]))
-    assert plan_precision("fp16", 11, read_onnx_facts(models["fp16"])).strongly_typed
+        choose_precision("fp16", 11, read_onnx_facts(models["fp32"]))
+    assert choose_precision("fp16", 11, read_onnx_facts(models["fp16"])).strongly_typed
     x = np.asarray(gpu_day.sample_input(4, 4), dtype=np.float32).reshape(4, 3, 8, 8)
     answers = [ort.InferenceSession(str(models[p]), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0] for p in ("fp32", "fp16")]
     assert float(np.abs(answers[0] - answers[1]).max()) <= gpu_day.TOLERANCE["fp16"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from repo_builder.compile.precision import OnnxFacts, plan_precision
+from repo_builder.compile.precision import OnnxFacts, choose_precision
 from repo_builder.compile_recipe import PRECISIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,7 +140,7 @@ def test_precision_flags_exist_as_builder_flags_when_the_major_uses_them(major_m
     flags = set(_table(major_minor)["enums"]["BuilderFlag"])
     major = int(major_minor.split(".")[0])
     facts = OnnxFacts(frozenset({"FLOAT", "FLOAT16", "BFLOAT16"}), has_qdq=True)
-    used = {f for p in PRECISIONS for f in plan_precision(p, major, facts).flags}
+    used = {f for p in PRECISIONS for f in choose_precision(p, major, facts).flags}
     assert used <= flags
     if major >= 11:
         assert used == set() and "FP16" not in flags  # 11 dropped the precision flags: none may be asked for

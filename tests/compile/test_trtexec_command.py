@@ -7,7 +7,7 @@ import pytest
 from trt_fixtures import IMAGE_SIGNATURE, TEXT_SIGNATURE, make_image_onnx
 
 from repo_builder.compile import CompileSettings, derive_profiles, parse_profile_options
-from repo_builder.compile.precision import OnnxFacts, plan_precision, read_onnx_facts
+from repo_builder.compile.precision import OnnxFacts, choose_precision, read_onnx_facts
 from repo_builder.compile.tensorrt_api import ParserError, format_parser_errors
 from repo_builder.compile.trtexec import (
     command_script,
@@ -26,7 +26,7 @@ QDQ_FACTS = OnnxFacts(frozenset({"FLOAT"}), has_qdq=True)
 def _text_command(major: int, facts: OnnxFacts, precision: str = "fp16", **extra) -> list[str]:
     settings = CompileSettings(max_batch_size=8, max_seq_len=256, precision=precision, **extra)
     profiles = derive_profiles(TEXT_SIGNATURE, settings)
-    plan = plan_precision(precision, major, facts)
+    plan = choose_precision(precision, major, facts)
     return trtexec_command(Path("m.onnx"), Path("out/model.plan"), profiles, ("input_ids", "attention_mask"), plan, settings)
 
 
@@ -49,15 +49,15 @@ def test_trtexec_command_has_no_precision_flags_when_tensorrt11():
     assert cmd[:4] == ["trtexec", "--onnx=m.onnx", "--saveEngine=out/model.plan", "--skipInference"]
 
 
-def test_plan_precision_refuses_fp16_when_tensorrt11_and_onnx_is_fp32():
+def test_choose_precision_refuses_fp16_when_tensorrt11_and_onnx_is_fp32():
     with pytest.raises(UserError, match=r"strongly typed.*--precision fp32") as info:
-        plan_precision("fp16", 11, FP32_FACTS)
+        choose_precision("fp16", 11, FP32_FACTS)
     assert "\n" not in str(info.value)
 
 
-def test_plan_precision_says_what_was_done_when_each_version():
-    ten = plan_precision("fp16", 10, FP32_FACTS)
-    eleven = plan_precision("fp16", 11, FP16_FACTS)
+def test_choose_precision_says_what_was_done_when_each_version():
+    ten = choose_precision("fp16", 10, FP32_FACTS)
+    eleven = choose_precision("fp16", 11, FP16_FACTS)
     assert ten.flags == ("FP16",) and not ten.strongly_typed and "builder flag FP16" in ten.notes[0]
     assert eleven.flags == () and eleven.strongly_typed and "FLOAT16 from the model" in eleven.notes[0]
 
@@ -67,17 +67,17 @@ def test_trtexec_command_uses_int8_and_fp16_when_tensorrt10_and_qdq_model():
     assert cmd[-2:] == ["--int8", "--fp16"]
 
 
-def test_plan_precision_refuses_int8_when_model_has_no_qdq_nodes():
+def test_choose_precision_refuses_int8_when_model_has_no_qdq_nodes():
     for major in (10, 11):
         with pytest.raises(UserError, match="QuantizeLinear/DequantizeLinear"):
-            plan_precision("int8", major, FP32_FACTS)
+            choose_precision("int8", major, FP32_FACTS)
 
 
 def test_trtexec_command_numbers_each_profile_when_several_profiles():
     overrides = parse_profile_options(["input_ids:1x1,1x16,1x16;attention_mask:1x1,1x16,1x16", "input_ids:2x16,4x64,4x64"])
     settings = CompileSettings(max_batch_size=4, max_seq_len=64, precision="fp32", profiles=overrides)
     profiles = derive_profiles(TEXT_SIGNATURE, settings)
-    cmd = trtexec_command(Path("m.onnx"), Path("p.plan"), profiles, ("input_ids", "attention_mask"), plan_precision("fp32", 10, FP32_FACTS), settings)
+    cmd = trtexec_command(Path("m.onnx"), Path("p.plan"), profiles, ("input_ids", "attention_mask"), choose_precision("fp32", 10, FP32_FACTS), settings)
     shapes = [c for c in cmd if c.startswith(("--profile", "--minShapes", "--optShapes", "--maxShapes"))]
     assert shapes == [
         "--profile=0",
@@ -94,7 +94,7 @@ def test_trtexec_command_numbers_each_profile_when_several_profiles():
 def test_trtexec_command_omits_shapes_when_inputs_static():
     settings = CompileSettings(max_batch_size=0, precision="fp32")
     profiles = derive_profiles(IMAGE_SIGNATURE, settings)
-    cmd = trtexec_command(Path("m.onnx"), Path("p.plan"), profiles, (), plan_precision("fp32", 10, FP32_FACTS), settings)
+    cmd = trtexec_command(Path("m.onnx"), Path("p.plan"), profiles, (), choose_precision("fp32", 10, FP32_FACTS), settings)
     assert not any("Shapes=" in c for c in cmd)
 
 

@@ -16,7 +16,7 @@ import pytest
 from trt_fixtures import IMAGE_SIGNATURE, TEXT_SIGNATURE
 
 from repo_builder.compile import CompileSettings, derive_profiles, parse_profile_options
-from repo_builder.compile.precision import OnnxFacts, plan_precision
+from repo_builder.compile.precision import OnnxFacts, choose_precision
 from repo_builder.compile.trtexec import trtexec_command
 from repo_builder.spec import Profile, Signature
 
@@ -81,7 +81,7 @@ def _command(signature: Signature, overrides: tuple[str, ...], precision: str, m
     settings = CompileSettings(max_batch_size=8, max_seq_len=128, precision=precision, profiles=parse_profile_options(overrides), **extra)
     profiles = derive_profiles(signature, settings)
     dynamic = tuple(t.name for t in signature.inputs if t.dynamic_axes)
-    plan = plan_precision(precision, major, FACTS[precision])
+    plan = choose_precision(precision, major, FACTS[precision])
     return trtexec_command(Path("/work/m.onnx"), Path("/repo/m/1/model.plan"), profiles, dynamic, plan, settings, device=device), profiles, dynamic
 
 

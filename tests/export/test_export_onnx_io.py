@@ -102,3 +102,37 @@ def test_export_modules_import_no_heavy_framework_when_imported() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert proc.stdout.strip() == ""
+
+
+def test_read_onnx_io_takes_the_default_domain_opset_when_custom_domains_come_first(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("com.example", 3), helper.make_opsetid("", 18)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    assert read_onnx_io(tmp_path / "m.onnx").opset == 18
+
+
+# Modules that read more of an ONNX graph than its IO (so not through repo_builder/onnx_io.py), and why.
+GRAPH_READERS = {
+    "onnx_io.py": "the one ONNX IO reader",
+    "compile/precision.py": "the element types of every value and initializer and the op types, not just the IO",
+    "export/ultralytics_detector.py": "the detector's own export: IO dims together with Ultralytics' metadata_props",
+}
+
+
+def test_only_the_onnx_io_reader_reads_graph_inputs_when_the_package_is_scanned() -> None:
+    import ast
+
+    import repo_builder
+
+    package = Path(repo_builder.__file__).resolve().parent
+    readers = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute) or node.attr not in ("input", "output"):
+                continue
+            owner = node.value  # model.graph.input, or graph.input with graph = model.graph
+            if (isinstance(owner, ast.Attribute) and owner.attr == "graph") or (isinstance(owner, ast.Name) and owner.id == "graph"):
+                readers.add(str(path.relative_to(package)))
+    readers |= {"onnx_io.py"}  # reads the fields by number, without attribute access
+    assert readers == set(GRAPH_READERS), "read ONNX inputs/outputs with repo_builder.onnx_io (or list the module here, with why)"

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import re
 
-from repo_builder.export.progress import Steps
+from repo_builder.export.progress import Phases
 
 
 def test_steps_write_plain_start_and_end_lines_when_not_a_terminal() -> None:
     lines: list[str] = []
-    steps = Steps(True, tty=False, write=lines.append)
-    with steps.step("exporting ONNX"):
+    phases = Phases(True, tty=False, write=lines.append)
+    with phases.phase("exporting ONNX"):
         lines.append("inside")
-    steps.note("a note")
+    phases.note("a note")
     assert lines[:2] == ["exporting ONNX ...", "inside"]
     assert re.fullmatch(r"done: exporting ONNX \(\d+\.\d s\)", lines[2])
     assert lines[3] == "a note"
@@ -20,8 +20,8 @@ def test_steps_write_plain_start_and_end_lines_when_not_a_terminal() -> None:
 
 def test_steps_write_nothing_when_disabled() -> None:
     lines: list[str] = []
-    steps = Steps(False, tty=False, write=lines.append)
-    with steps.step("exporting ONNX"):
+    phases = Phases(False, tty=False, write=lines.append)
+    with phases.phase("exporting ONNX"):
         pass
-    steps.note("a note")
+    phases.note("a note")
     assert lines == []

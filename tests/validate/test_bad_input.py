@@ -19,7 +19,7 @@ from validate_repo_helpers import (
     validate,
 )
 
-from repo_builder.validate.analysis.onnx_graph import OnnxReadError, parse_onnx_signature
+from repo_builder.onnx_io import OnnxReadError, parse_onnx_signature
 from repo_builder.validate.analysis.python_source import check_python_source
 from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report

@@ -10,8 +10,8 @@ import pytest
 from onnx import helper, numpy_helper
 from validate_repo_helpers import codes, make_model, messages, onnx_bytes, onnx_config, validate
 
-from repo_builder.validate.analysis import onnx_graph as onnx_io
-from repo_builder.validate.analysis.onnx_graph import OnnxReadError, parse_onnx_signature, read_onnx_signature
+from repo_builder import onnx_io
+from repo_builder.onnx_io import OnnxReadError, parse_onnx_signature, read_onnx_signature
 from repo_builder.validate.records import Severity
 
 CONFORMANCE = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "triton-qa" / "L0_model_config"

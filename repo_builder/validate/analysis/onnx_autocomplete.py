@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from repo_builder.onnx_io import OnnxSignature, OnnxTensor
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.onnx_compare import OnnxProblem, autocomplete_batching, triton_type
-from repo_builder.validate.analysis.onnx_graph import OnnxSignature, OnnxTensor
 from repo_builder.validate.analysis.onnx_model import (
     not_downloaded,
     onnx_file,

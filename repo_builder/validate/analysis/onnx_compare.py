@@ -9,9 +9,9 @@ import os
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from repo_builder.dtypes import _BY_ONNX_ID
+from repo_builder.onnx_io import OnnxSignature, OnnxTensor
 from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.enums import enum_name
-from repo_builder.validate.analysis.onnx_graph import OnnxSignature, OnnxTensor
 from repo_builder.validate.records import Severity
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import NamedTuple
 
+from repo_builder.onnx_io import OnnxReadError, OnnxSignature, read_onnx_signature
 from repo_builder.validate.analysis.files import resolves_inside
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.onnx_compare import OnnxProblem, compare_onnx
-from repo_builder.validate.analysis.onnx_graph import OnnxReadError, OnnxSignature, read_onnx_signature
 from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.analysis.versions import version_folder, versions_to_load
 from repo_builder.validate.records import ModelEntry, RuleContext, Severity

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from repo_builder.triton_config import versions_to_load as versions_to_load_by_policy
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.records import ModelEntry, VersionDir
@@ -10,25 +11,13 @@ from repo_builder.validate.records import ModelEntry, VersionDir
 def versions_to_load(model: ModelEntry) -> tuple[int, ...]:
     """The versions Triton loads under the model's version policy (default: the latest one).
 
-    Mirrors core's ``VersionsToLoad``: a ``specific`` version without its folder is skipped, ``latest``
-    takes the ``num_versions`` greatest, a policy with no choice set means all.
+    Memoized per scanned model over the one implementation, ``triton_config.versions_to_load``.
     """
     return model_fact(model, versions_to_load, _versions_to_load)
 
 
 def _versions_to_load(model: ModelEntry) -> tuple[int, ...]:
-    existing = sorted(set(model.version_numbers), reverse=True)
-    config = model.config
-    if config is None or not config.HasField("version_policy"):
-        return tuple(existing[:1])
-    policy = config.version_policy
-    choice = policy.WhichOneof("policy_choice")
-    if choice == "specific":
-        present = set(existing)
-        return tuple(sorted({v for v in policy.specific.versions if v in present}))
-    if choice == "latest":
-        return tuple(sorted(existing[: max(policy.latest.num_versions, 0)]))
-    return tuple(sorted(existing))
+    return versions_to_load_by_policy(model.config, model.version_numbers)
 
 
 def version_folder(model: ModelEntry, number: int) -> VersionDir | None:

@@ -1,6 +1,6 @@
 """Rules RB6xx: an ONNX Runtime model's config against the ONNX graph, as Triton's ONNX Runtime backend checks.
 
-The graph is read by analysis/onnx_graph.py (weights never parsed), compared by analysis/onnx_compare.py;
+The graph is read by repo_builder/onnx_io.py (weights never parsed), compared by analysis/onnx_compare.py;
 every finding of a model is computed once (analysis/onnx_model.py) and each rule reports its own code.
 """
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from repo_builder.onnx_io import OnnxSignature
 from repo_builder.triton_layout import SKIPPED_VERSION_FOLDERS
 from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.manifest import LABELS_FILE, built_role, labels_count, manifest
 from repo_builder.validate.analysis.onnx_compare import compare_onnx
-from repo_builder.validate.analysis.onnx_graph import OnnxSignature
 from repo_builder.validate.analysis.onnx_model import onnx_file, onnx_filename, read_version_signature
 from repo_builder.validate.analysis.versions import is_unlistable, versions_to_load
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule

@@ -58,7 +58,7 @@ def export_toy(out: Path, factor: float) -> OnnxArtifact:
     return OnnxArtifact(out / "model.onnx", write_signature(signature, out), signature)
 
 
-def prepare(params: Mapping[str, Any], options: Any, steps: Any) -> FamilyJob:
+def prepare(params: Mapping[str, Any], options: Any, phases: Any) -> FamilyJob:
     factor = float(params.get("factor") or 2.0)
     if factor <= 0:
         raise UserError(f"--factor must be > 0, got {factor}")

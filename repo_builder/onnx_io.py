@@ -1,7 +1,11 @@
-"""An ONNX graph's inputs and outputs, read with ``onnx``'s own protobuf classes without parsing weights.
+"""The one ONNX IO reader: a graph's inputs and outputs, read with ``onnx``'s own protobuf classes without
+parsing weights.
 
-The file is mapped and walked field by field, so initializers (and their raw data) are skipped and a
-2 GB model costs no more memory than a small one. Each file is read once per process.
+The file is opened through the guarded reader (a regular file inside its root, at most 2 GiB), mapped and
+walked field by field, so initializers (and their raw data) are skipped and a 2 GB model costs no more
+memory than a small one; a hostile file is an ``OnnxReadError``, never a crash. Each file is read once per
+process. Offline validate reads untrusted repositories with it (``validate/analysis/onnx_model.py``), export
+reads what it just wrote (``export/onnx_reader.py``: the same tensors as ``TensorSpec``s).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from repo_builder.guarded_read import ONNX, UnsafeFile, open_repository_file
-from repo_builder.validate.scan import import_pb2
+from repo_builder.lazy_pb2 import import_pb2
 
 
 class OnnxReadError(Exception):
@@ -23,6 +27,7 @@ class OnnxTensor(NamedTuple):
     name: str
     elem_type: int | None  # onnx.TensorProto.DataType value; None when not a tensor
     dims: tuple[int, ...] | None  # -1 for symbolic/unknown dims; None when the rank is unknown
+    symbols: tuple[str, ...] = ()  # per dim: its dim_param ("" for a fixed or unnamed dim); () when the rank is unknown
 
 
 class OnnxSignature(NamedTuple):
@@ -31,6 +36,7 @@ class OnnxSignature(NamedTuple):
     outputs: tuple[OnnxTensor, ...]
     ir_version: int
     external_files: tuple[str, ...]  # locations of external data named by initializers
+    opset: int | None = None  # the default-domain opset the model declares; None when it declares none
 
 
 # --- protobuf wire format, just enough to skip what we do not need ---------------------------------
@@ -97,6 +103,17 @@ def _initializer(buf: Any, start: int, end: int) -> tuple[str, list[str]]:
     return name, (locations if external else [])
 
 
+def _default_opset(buf: Any, start: int, end: int) -> int | None:
+    """An OperatorSetIdProto's version when its domain is the default one ("" or "ai.onnx"), else None."""
+    domain, version = "", None
+    for number, wire, a, b in _fields(buf, start, end):
+        if number == 1 and wire == 2:
+            domain = bytes(buf[a:b]).decode("utf-8", "replace")
+        elif number == 2 and wire == 0:
+            version = a
+    return version if domain in ("", "ai.onnx") else None
+
+
 def _tensor(info: Any) -> OnnxTensor:
     name = info.name
     if not isinstance(name, str):  # proto2 hands back bytes for a name that is not valid UTF-8
@@ -107,7 +124,8 @@ def _tensor(info: Any) -> OnnxTensor:
     if not tt.HasField("shape"):
         return OnnxTensor(name, tt.elem_type, None)
     dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
-    return OnnxTensor(name, tt.elem_type, dims)
+    symbols = tuple(d.dim_param if d.HasField("dim_param") else "" for d in tt.shape.dim)
+    return OnnxTensor(name, tt.elem_type, dims, symbols)
 
 
 class _GraphParts:
@@ -143,12 +161,14 @@ class _GraphParts:
 def parse_onnx_signature(buf: Any) -> OnnxSignature:
     """The IO of an ONNX ``ModelProto`` held in ``buf`` (bytes or mmap), without decoding weights."""
     pb = import_pb2("onnx.onnx_ml_pb2")
-    ir_version, graphs = 0, []
+    ir_version, graphs, opset = 0, [], None
     for number, wire, a, b in _fields(buf, 0, len(buf)):
         if number == 1 and wire == 0:
             ir_version = a
         elif number == 7 and wire == 2:
             graphs.append((a, b))
+        elif number == 8 and wire == 2 and opset is None:
+            opset = _default_opset(buf, a, b)
     if not graphs:
         raise OnnxReadError("no graph in the file (is it an ONNX model?)")
     parts = _GraphParts()
@@ -156,7 +176,7 @@ def parse_onnx_signature(buf: Any) -> OnnxSignature:
         parts.add_graph(pb, buf, gstart, gend)
     required = tuple(t for t in parts.inputs if t.name not in parts.initializers)
     overridable = tuple(t for t in parts.inputs if t.name in parts.initializers) if ir_version >= 4 else ()
-    return OnnxSignature(required, overridable, tuple(parts.outputs), ir_version, tuple(dict.fromkeys(parts.external)))
+    return OnnxSignature(required, overridable, tuple(parts.outputs), ir_version, tuple(dict.fromkeys(parts.external)), opset)
 
 
 _CACHE: dict[tuple[str, int, int], OnnxSignature | OnnxReadError] = {}
