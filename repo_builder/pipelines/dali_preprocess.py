@@ -118,7 +118,7 @@ def define_classifier(plan: ClassifierPlan, device: str, max_batch_size: int = 8
     _check_device(device)
     fn, pipeline_def, types = _dali()
 
-    @pipeline_def(**_pipeline_args(device, max_batch_size, num_threads))  # type: ignore[misc]
+    @pipeline_def(**_pipeline_args(device, max_batch_size, num_threads))  # type: ignore[untyped-decorator]
     def classifier() -> Any:
         _, image, shape = _decode(fn, types, device)
         height, width = shape[0], shape[1]
@@ -151,7 +151,7 @@ def define_letterbox(plan: LetterboxPlan, device: str, max_batch_size: int = 8, 
     _check_device(device)
     fn, pipeline_def, types = _dali()
 
-    @pipeline_def(**_pipeline_args(device, max_batch_size, num_threads))  # type: ignore[misc]
+    @pipeline_def(**_pipeline_args(device, max_batch_size, num_threads))  # type: ignore[untyped-decorator]
     def letterbox() -> Any:
         _, image, shape = _decode(fn, types, device)
         height, width = shape[0], shape[1]

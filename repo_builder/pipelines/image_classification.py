@@ -26,7 +26,13 @@ from repo_builder.pipelines.classification import (
     render_classification_pipeline,
 )
 from repo_builder.pipelines.dali_preprocess import classifier_plan, define_classifier
-from repo_builder.pipelines.dali_step import PREPROCESS_OPTION, dali_input_tensor, render_dali_step, serialize, wants_dali
+from repo_builder.pipelines.dali_step import (
+    PREPROCESS_OPTION,
+    dali_input_tensor,
+    render_dali_step,
+    serialize,
+    wants_dali,
+)
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.nvcf_assets import asset_parameters
 from repo_builder.pipelines.nvcf_options import NVCF_OPTIONS

@@ -26,7 +26,13 @@ from repo_builder.export.ultralytics_detector import (
     write_detector_export,
 )
 from repo_builder.pipelines.dali_preprocess import LetterboxPlan, define_letterbox
-from repo_builder.pipelines.dali_step import PREPROCESS_OPTION, dali_input_tensor, render_dali_step, serialize, wants_dali
+from repo_builder.pipelines.dali_step import (
+    PREPROCESS_OPTION,
+    dali_input_tensor,
+    render_dali_step,
+    serialize,
+    wants_dali,
+)
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.model_step import render_model_step
 from repo_builder.pipelines.settings import PipelineSettings, step_names
