@@ -157,7 +157,7 @@ def detection_labels(inputs: RenderInputs, num_classes: int) -> tuple[str, ...]:
 
 def render_dali_letterbox(inputs: RenderInputs, detection: Mapping[str, Any], model_input: TensorSpec) -> RenderedModel:
     """``--preprocess dali``: the letterbox as a DALI pipeline (model.dali), to the square imgsz a static model
-    takes (predict's minimal rectangles vary per image: a DALI batch cannot, docs/object-detection.md)."""
+    takes (predict's minimal rectangles vary per image: a DALI batch cannot: docs/performance.md)."""
     settings: PipelineSettings = inputs.settings
     if model_input.dtype != "float32":
         raise UserError(f"--preprocess dali writes float32; the model input '{model_input.name}' is {model_input.dtype}: "
