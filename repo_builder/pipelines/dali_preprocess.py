@@ -12,6 +12,8 @@ LetterBox (detector): a resize to a rounded size with its own scale, never a fra
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +70,27 @@ def _dali() -> tuple[Any, Any, Any]:
     except ImportError:
         raise MissingDependencyError("nvidia-dali-cuda120", "dali", "--preprocess dali") from None
     return fn, pipeline_def, types
+
+
+@contextmanager
+def _without_origin_trace(device: str) -> Iterator[None]:
+    """For the served (GPU) flavour: DALI otherwise records each operator's Python call stack, file paths of
+    the build machine included, in the serialized pipeline; without it model.dali is the same bytes wherever
+    it is built. (``dali_trace.set_tracing`` is DALI-internal: where it is missing, the trace stays.)"""
+    try:
+        from nvidia.dali._utils import dali_trace  # DALI is optional and heavy: imported where used
+    except ImportError:
+        yield
+        return
+    if device != "gpu" or not hasattr(dali_trace, "set_tracing"):
+        yield
+        return
+    before = bool(getattr(dali_trace, "is_tracing_enabled", lambda: True)())
+    dali_trace.set_tracing(enabled=False)
+    try:
+        yield
+    finally:
+        dali_trace.set_tracing(enabled=before)
 
 
 def _check_device(device: str) -> None:
@@ -142,7 +165,8 @@ def define_classifier(plan: ClassifierPlan, device: str, max_batch_size: int = 8
             mean=[255.0 * m for m in plan.mean], std=[255.0 * s for s in plan.std],
         )
 
-    return classifier()
+    with _without_origin_trace(device):
+        return classifier()
 
 
 def define_letterbox(plan: LetterboxPlan, device: str, max_batch_size: int = 8, num_threads: int = 2) -> Any:
@@ -171,4 +195,5 @@ def define_letterbox(plan: LetterboxPlan, device: str, max_batch_size: int = 8, 
         shapes = fn.cast(fn.stack(height, width, new_h, new_w), dtype=types.INT64)
         return pixels, shapes
 
-    return letterbox()
+    with _without_origin_trace(device):
+        return letterbox()

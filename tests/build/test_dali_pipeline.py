@@ -82,7 +82,11 @@ def test_dali_classifier_cpu_serialized_pipeline_deserializes_and_gives_the_same
 
 
 def test_dali_classifier_gpu_flavour_decodes_mixed_and_runs_image_ops_on_gpu() -> None:
-    pipeline = read_dali_pipeline(bytes(define_classifier(RESNET_V2, "gpu", max_batch_size=8).serialize()))
+    data = bytes(define_classifier(RESNET_V2, "gpu", max_batch_size=8).serialize())
+    # The served file is the same bytes wherever it is built: no call stacks with the build machine's paths.
+    assert data == bytes(define_classifier(RESNET_V2, "gpu", max_batch_size=8).serialize())
+    assert str(ROOT).encode() not in data and b"dali_preprocess.py" not in data
+    pipeline = read_dali_pipeline(data)
     devices = {op.name: op.devices for op in pipeline.ops}
     assert devices["decoders__Image"] == ("gpu",)  # fn.decoders.image(device="mixed"): GPU output
     assert devices["Resize"] == devices["Slice"] == devices["CropMirrorNormalize"] == ("gpu",)
