@@ -51,7 +51,7 @@ class LetterboxPlan:
 
     imgsz: tuple[int, int]
     output: str = "images"
-    shapes: str = "IMAGE_SHAPES"  # original h, w and letterboxed h, w per image (int64 [4])
+    shapes: str = "IMAGE_SHAPES"  # original h, w and the letterboxed input's h, w per image (int64 [4])
 
 
 def classifier_plan(pre: dict[str, Any]) -> ClassifierPlan:
@@ -192,7 +192,8 @@ def define_letterbox(plan: LetterboxPlan, device: str, max_batch_size: int = 8, 
         padded = fn.slice(resized, fn.stack(-top, -left), fn.stack(box_h + 0.0 * top, box_w + 0.0 * left), axis_names="HW", normalized_anchor=False, normalized_shape=False,
                           out_of_bounds_policy="pad", fill_values=PAD_VALUE, device=device)
         pixels = fn.crop_mirror_normalize(padded, device=device, dtype=types.FLOAT, output_layout="CHW", mean=[0.0] * 3, std=[255.0] * 3)
-        shapes = fn.cast(fn.stack(height, width, new_h, new_w), dtype=types.INT64)
+        # As the Python step writes them (and postprocess reads them): original h, w, then the letterboxed input's h, w.
+        shapes = fn.cast(fn.stack(height, width, box_h + 0.0 * height, box_w + 0.0 * width), dtype=types.INT64)
         return pixels, shapes
 
     with _without_origin_trace(device):
