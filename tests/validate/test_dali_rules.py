@@ -107,3 +107,36 @@ def test_dali_gpu_pipeline_refused_on_a_cpu_target_and_passes_on_a_gpu_target(tm
     on_cpu = errors(validate(tmp_path, gpu_present=False), "RB413")
     assert [d.model for d in on_cpu] == ["model0_gpu"]
     assert not errors(validate(tmp_path), "RB413")
+
+
+def declared_pipeline() -> bytes:
+    """qa/L0_config_validation's GPU pipeline's declarations: DALI_INPUT_1 is FLOAT16, both outputs 1-D, the first FLOAT."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=256, num_threads=1, device_id=None, output_dtype=[types.FLOAT, None], output_ndim=[1, 1])  # type: ignore[misc]
+    def pipe():  # type: ignore[no-untyped-def]
+        first = fn.external_source(device="cpu", name="DALI_INPUT_0")
+        second = fn.external_source(device="cpu", name="DALI_INPUT_1", dtype=types.FLOAT16)
+        return first / 3, fn.cast(second, dtype=types.FLOAT) / 2
+
+    return bytes(pipe().serialize())
+
+
+def test_dali_io_refused_when_config_data_type_differs_from_the_pipeline(tmp_path: Path) -> None:
+    # qa model1_gpu_invalid_i_type: DALI_INPUT_1 declared TYPE_FP32 for a FLOAT16 external source.
+    body = QA_IO.replace("TYPE_FP16", "TYPE_FP32") + SECOND_OUTPUT
+    write_model(tmp_path, "model1", config("model1", body), {"1/model.dali": declared_pipeline()})
+    found = errors(validate(tmp_path), "RB412")
+    assert [d.message for d in found] == ['Mismatch of data_type config for "DALI_INPUT_1". Data type defined in config: TYPE_FP32, '
+                                          "in the pipeline: TYPE_FP16"]
+
+
+def test_dali_io_refused_when_config_dims_count_differs_from_the_pipeline_ndim(tmp_path: Path) -> None:
+    # qa model2_gpu_invalid_o_ndim: DALI_OUTPUT_1 with two dims for a 1-D pipeline output.
+    body = QA_IO + SECOND_OUTPUT.replace("dims: [ -1 ]", "dims: [ -1, -1 ]")
+    write_model(tmp_path, "model2", config("model2", body), {"1/model.dali": declared_pipeline()})
+    found = errors(validate(tmp_path), "RB412")
+    assert [d.message for d in found] == ['Mismatch in number of dimensions for "DALI_OUTPUT_1". Number of dimensions defined in '
+                                          "config: 2, in the pipeline: 1"]
+    write_model(tmp_path, "model0", config("model0"), {"1/model.dali": declared_pipeline()})  # model0_gpu_valid
+    assert not [d for d in errors(validate(tmp_path), "RB412") if d.model == "model0"]

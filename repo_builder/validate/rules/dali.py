@@ -14,8 +14,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from repo_builder.validate.analysis.dali_pipeline import DaliPipeline, NotAPipeline, read_dali_pipeline
+from tritonclient.grpc import model_config_pb2
+
+from repo_builder.validate.analysis.dali_pipeline import (
+    DaliPipeline,
+    NotAPipeline,
+    PipelineTensor,
+    read_dali_pipeline,
+)
+from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.files import UnsafeFile, read_bounded
 from repo_builder.validate.analysis.resolve import judged, resolve_backend
 from repo_builder.validate.analysis.versions import version_folder, versions_to_load
@@ -74,6 +83,20 @@ def _pipelines(model: ModelEntry, ctx: RuleContext) -> Iterator[tuple[int, Path,
         yield number, path, pipeline
 
 
+def _tensor_problems(tensor: Any, declared: PipelineTensor, batched: bool) -> Iterator[str]:
+    """config_tools.cc ProcessDtypeConfig / MatchShapes on one declared config tensor (name as the config's)."""
+    data_type = enum_name(model_config_pb2.DataType, tensor.data_type)
+    if declared.dtype is not None and data_type != "TYPE_INVALID" and data_type != declared.dtype:
+        yield (f'Mismatch of data_type config for "{tensor.name}". Data type defined in config: {data_type}, '
+               f"in the pipeline: {declared.dtype}")
+    dims = list(tensor.dims)
+    if declared.ndim is not None and dims:
+        want = declared.ndim if batched else declared.ndim + 1  # unbatched: the pipeline's batch axis is in dims
+        if len(dims) != want:
+            yield (f'Mismatch in number of dimensions for "{tensor.name}". Number of dimensions defined in config: {len(dims)}, '
+                   f"in the pipeline: {want}")
+
+
 def _declared(model: ModelEntry, kind: str) -> list[str]:
     config = model.config
     if config is None:
@@ -90,14 +113,28 @@ def check_dali_pipeline_io(model: ModelEntry, ctx: RuleContext) -> Iterator[Find
     does not have ("Configuration file contains config for X but such input is not present in the
     pipeline.") and more outputs than the pipeline has, and fills in the rest; with
     ``--disable-auto-complete-config`` (``--strict``) every pipeline input must be declared ("Missing config
-    for "X" input.") and the output count must be equal.
+    for "X" input.") and the output count must be equal. Where the pipeline declares a tensor's type
+    (``fn.external_source(dtype=...)``, ``pipeline_def(output_dtype=...)``) or dimensions (``ndim``,
+    ``output_ndim``), a config ``data_type`` or ``dims`` that disagrees is refused too (one more dimension
+    with ``max_batch_size: 0``).
 
     Fails: ``input [{ name: "INPUT" ... }]`` for a pipeline whose ``fn.external_source`` is named ``IMAGE``.
 
     Passes: ``input [{ name: "IMAGE" data_type: TYPE_UINT8 dims: [ -1 ] }]`` and one output per pipeline output.
     """
     inputs, outputs = _declared(model, "input"), _declared(model, "output")
+    config = model.config
+    batched = config is None or config.max_batch_size != 0
     for number, path, pipeline in _pipelines(model, ctx):
+        if config is not None:
+            declared_inputs = pipeline.input_tensors
+            pairs: list[tuple[Any, PipelineTensor]] = [(t, declared_inputs[t.name]) for t in config.input if t.name in declared_inputs]
+            split = any("split" in key for key in config.parameters)  # split outputs lose their outer axis
+            pairs += [(t, d) for t, d in zip(config.output, pipeline.output_tensors, strict=False) if not split]
+            for tensor, declared in pairs:
+                for message in _tensor_problems(tensor, declared, batched):
+                    yield Finding(message, version=number, field="data_type" if "data_type" in message else "dims",
+                                  hint="make the config match what the pipeline declares (or leave the field out: auto-complete fills it)")
         for name in inputs:
             if name not in pipeline.inputs:
                 yield Finding(f"Configuration file contains config for {name} but such input is not present in the pipeline "
