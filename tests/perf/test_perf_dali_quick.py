@@ -12,6 +12,7 @@ pytest.importorskip("nvidia.dali", reason="needs the dali extra (nvidia-dali-cud
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 
 
+@pytest.mark.slow
 def test_perf_dali_quick_within_limits_for_every_family() -> None:
     from dali_preprocess import MAX_LIMIT, MEAN_LIMIT, measure
 
