@@ -124,15 +124,16 @@ def _floor(value: Any) -> Any:
 
 
 def _round_half_even(value: Any) -> Any:
-    """Python's round() of a non-negative x.0 or x.5 (torchvision's center_crop): halves go to the even neighbour."""
-    low = _floor(value)
-    half = value - low  # 0 or 0.5
-    odd = low - 2.0 * _floor(low * 0.5)  # 1.0 when low is odd
-    return low + (half > 0.25) * odd
+    """Python's round() of a non-negative value (torchvision's center_crop, Ultralytics' new size): an exact
+    half goes to the even neighbour."""
+    nearest = _floor(value + 0.5)
+    tie = (value - _floor(value)) == 0.5
+    odd = nearest - 2.0 * _floor(nearest * 0.5)  # 1.0 when nearest is odd
+    return nearest - tie * odd
 
 
 def _round_half_away(value: Any) -> Any:
-    """Python's round() where ties cannot matter (Ultralytics' sizes): floor(x + 0.5) on non-negative x."""
+    """Python's round() where ties cannot happen (LetterBox's pads, x.5 -+ 0.1): floor(x + 0.5) on non-negative x."""
     return _floor(value + 0.5)
 
 
@@ -183,8 +184,8 @@ def define_letterbox(plan: LetterboxPlan, device: str, max_batch_size: int = 8, 
         # LetterBox.get_params: r = min(h_box / h, w_box / w); new = max(round(side * r), 1).
         dmath = _math()
         ratio = dmath.min(box_h / height, box_w / width)
-        new_h = dmath.max(_round_half_away(height * ratio), 1.0)
-        new_w = dmath.max(_round_half_away(width * ratio), 1.0)
+        new_h = dmath.max(_round_half_even(height * ratio), 1.0)
+        new_w = dmath.max(_round_half_even(width * ratio), 1.0)
         # cv2.INTER_LINEAR: no antialiasing when shrinking.
         resized = fn.resize(image, device=device, resize_x=new_w, resize_y=new_h, interp_type=types.INTERP_LINEAR, antialias=False)
         top = _round_half_away((box_h - new_h) * 0.5 - 0.1)

@@ -97,7 +97,8 @@ def test_dali_letterbox_matches_the_python_step_when_run_on_cpu() -> None:
     from dali_preprocess import _detector_step
 
     step = _detector_step()
-    images = _photos(500, 375, 2) + _photos(375, 500, 2)
+    # 1001x1280: the resized width is exactly 500.5, where Python's round() (LetterBox's) goes to 500.
+    images = _photos(500, 375, 2) + _photos(375, 500, 1) + _photos(1001, 1280, 1)
     pipe = define_letterbox(LetterboxPlan((640, 640)), "cpu", max_batch_size=4)
     pipe.build()
     ours, shapes = _run(pipe, images)
@@ -110,7 +111,7 @@ def test_dali_letterbox_matches_the_python_step_when_run_on_cpu() -> None:
     diff = np.abs(ours - reference)
     assert diff.mean() <= 0.02 and diff.max() <= 0.25, (diff.mean(), diff.max())
     # What postprocessing rescales boxes with: original h, w and the letterboxed input's h, w.
-    assert shapes.tolist() == ref_shapes.tolist() == [[375, 500, 640, 640]] * 2 + [[500, 375, 640, 640]] * 2
+    assert shapes.tolist() == ref_shapes.tolist() == [[375, 500, 640, 640]] * 2 + [[500, 375, 640, 640], [1280, 1001, 640, 640]]
 
 
 def test_dali_classifier_plan_refused_when_interpolation_has_no_dali_equivalent() -> None:
