@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tritonclient.grpc import model_config_pb2
-
 from repo_builder.validate.analysis.dali_pipeline import (
     DaliPipeline,
     NotAPipeline,
@@ -85,7 +83,8 @@ def _pipelines(model: ModelEntry, ctx: RuleContext) -> Iterator[tuple[int, Path,
 
 def _tensor_problems(tensor: Any, declared: PipelineTensor, batched: bool) -> Iterator[str]:
     """config_tools.cc ProcessDtypeConfig / MatchShapes on one declared config tensor (name as the config's)."""
-    data_type = enum_name(model_config_pb2.DataType, tensor.data_type)
+    # The enum from the tensor's own descriptor: importing tritonclient.grpc here would pull in grpc (scan.py).
+    data_type = enum_name(tensor.DESCRIPTOR.fields_by_name["data_type"].enum_type, tensor.data_type)
     if declared.dtype is not None and data_type != "TYPE_INVALID" and data_type != declared.dtype:
         yield (f'Mismatch of data_type config for "{tensor.name}". Data type defined in config: {data_type}, '
                f"in the pipeline: {declared.dtype}")
