@@ -105,8 +105,15 @@ def test_dali_gpu_pipeline_refused_on_a_cpu_target_and_passes_on_a_gpu_target(tm
     write_model(tmp_path, "model0_gpu", config("model0_gpu"), {"1/model.dali": qa_pipeline(gpu=True)})
     write_model(tmp_path, "model3_cpu", config("model3_cpu", extra=KIND_CPU), {"1/model.dali": qa_pipeline()})
     on_cpu = errors(validate(tmp_path, gpu_present=False), "RB413")
-    assert [d.model for d in on_cpu] == ["model0_gpu"]
+    assert [d.model for d in on_cpu] == ["model0_gpu"] and "this target has no GPU" in on_cpu[0].message
     assert not errors(validate(tmp_path), "RB413")
+
+
+def test_dali_gpu_pipeline_refused_on_kind_cpu_instances_even_on_a_gpu_target(tmp_path: Path) -> None:
+    # dali_model_instance.h GetDaliDeviceId: an instance without a CUDA stream builds its pipeline CPU-only.
+    write_model(tmp_path, "m", config("m", extra=KIND_CPU), {"1/model.dali": qa_pipeline(gpu=True)})
+    found = errors(validate(tmp_path), "RB413")
+    assert found and "its instance_group runs KIND_CPU instances" in found[0].message
 
 
 def declared_pipeline() -> bytes:

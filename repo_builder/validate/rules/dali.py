@@ -22,6 +22,7 @@ from repo_builder.validate.analysis.dali_pipeline import (
     PipelineTensor,
     read_dali_pipeline,
 )
+from repo_builder.validate.analysis.devices import KIND_CPU, resolved_kind
 from repo_builder.validate.analysis.enums import enum_name
 from repo_builder.validate.analysis.files import UnsafeFile, read_bounded
 from repo_builder.validate.analysis.resolve import judged, resolve_backend
@@ -153,24 +154,31 @@ def check_dali_pipeline_io(model: ModelEntry, ctx: RuleContext) -> Iterator[Find
 
 @rule("RB413", "dali-pipeline-needs-gpu", field="instance_group")
 def check_dali_needs_gpu(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    """A serialized DALI pipeline with GPU operators, for a target without GPUs (``--no-gpu``).
+    """A serialized DALI pipeline with GPU operators, on CPU instances or a target without GPUs (``--no-gpu``).
 
     A pipeline decoding with ``fn.decoders.image(device="mixed")`` (nvJPEG) or resizing on the GPU needs
-    a CUDA device: the DALI backend instantiates it on the server's GPU, and without one on the CPU,
-    where GPU operators cannot run, so the load fails. Build the pipeline with CPU operators for a CPU fleet.
+    a CUDA device. The DALI backend builds each instance's pipeline on that instance's GPU, and for an
+    instance without a CUDA stream (a ``KIND_CPU`` instance, or ``KIND_AUTO`` on a machine without GPUs) on
+    the CPU only (``dali_model_instance.h`` ``GetDaliDeviceId``), where GPU operators cannot run: the load fails.
 
-    Fails: a ``model.dali`` with a ``device="mixed"`` decoder, validated with ``--no-gpu``.
+    Fails: a ``model.dali`` with a ``device="mixed"`` decoder and ``instance_group [{ kind: KIND_CPU }]``, or
+    validated with ``--no-gpu``.
 
-    Passes: the same on a GPU target, or a pipeline whose operators all run on the CPU.
+    Passes: the same with ``kind: KIND_GPU`` on a GPU target, or a pipeline whose operators all run on the CPU.
     """
-    if ctx.options.gpu_present:
+    config = model.config
+    cpu_groups = [] if config is None else [g for g in config.instance_group
+                                            if resolved_kind(g, ctx.options.gpu_present, ctx.options.gpu_count) == KIND_CPU]
+    if ctx.options.gpu_present and not cpu_groups:
         return
+    where = "this target has no GPU" if not ctx.options.gpu_present else "its instance_group runs KIND_CPU instances"
     for number, path, pipeline in _pipelines(model, ctx):
         gpu_ops = sorted({op.name for op in pipeline.ops if "gpu" in op.devices})
         if gpu_ops:
-            yield Finding(f"{path.name} runs {', '.join(gpu_ops[:3])} on the GPU; this target has no GPU and the DALI backend "
-                          "cannot instantiate the pipeline on the CPU", version=number,
-                          hint="serve it on a GPU server, or build it with CPU operators (repo-builder build --preprocess python)")
+            yield Finding(f"{path.name} runs {', '.join(gpu_ops[:4])} on the GPU; {where}, and the DALI backend builds the "
+                          "pipeline of such an instance on the CPU, where they cannot run", version=number,
+                          hint="use KIND_GPU instances on a GPU server, or build the pipeline with CPU operators "
+                               "(repo-builder build --preprocess python)")
 
 
 RULES: tuple[Rule, ...] = (check_dali_filename, check_dali_pipeline_io, check_dali_needs_gpu)
