@@ -19,6 +19,11 @@ On a machine with an NVIDIA GPU, Docker and the NVIDIA container toolkit, for th
 Exit codes: 0 all good, 1 something failed (the record says what), 2 usage, 3 this machine cannot run the
 check (no GPU, no Docker). ``--no-docker`` runs each stage on this machine instead (TensorRT, trtexec and
 tritonserver installed natively). Nothing here claims a GPU result unless it ran on one.
+
+``--dali`` adds two stages (scripts/gpu_day_dali.py; written, not yet run on a GPU): ``build resnet50
+--preprocess dali`` in the TensorRT container, then the Triton container (which ships the DALI backend) serves
+it; the record's ``dali`` key holds the DALI step's answer against torchvision and images/s for the DALI step
+and the ensemble at 500x375 and 1920x1080.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_day_dali import dali_build_stage, dali_failures, dali_serve_stage
 
 RECORD_FORMAT = 1
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
@@ -63,7 +71,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("gpu-check.json"), help="where to write the JSON record")
     parser.add_argument("--keep", type=Path, default=None, metavar="WORK", help="build in WORK and keep it (default: a temp folder)")
     parser.add_argument("--no-docker", action="store_true", help="run every stage on this machine (TensorRT and tritonserver installed)")
-    parser.add_argument("--stage", choices=("host", "build", "serve"), default="host", help=argparse.SUPPRESS)
+    parser.add_argument("--dali", action="store_true", help="also build and serve resnet50 --preprocess dali and record its images/s")
+    parser.add_argument("--stage", choices=("host", "build", "serve", "dali-build", "dali-serve"), default="host", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     m = re.fullmatch(r"(\d{2})\.(\d{2})", args.triton_release)
@@ -115,6 +124,7 @@ def finish_record(record: dict[str, Any]) -> dict[str, Any]:
         failures.append("nothing was built")
     elif built and not record["comparisons"]:
         failures.append("no plan was compared with onnxruntime")
+    failures += dali_failures(record)
     record["failures"] = failures
     record["ok"] = not failures
     record["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -370,7 +380,10 @@ def stage_command(stage: str, release: str, work: Path, no_docker: bool) -> list
         return [sys.executable, str(Path(__file__).resolve()), *inner]
     # The build container gets repo-builder (and onnxruntime for the reference answers) from this checkout.
     setup = "pip install --quiet /src onnxruntime pytest >/dev/null && " if stage == "build" else ""
-    return _docker(images(release)[stage], work, inner, setup)
+    if stage == "dali-build":
+        setup = "pip install --quiet '/src[export,serve,dali]' >/dev/null && "
+    # --dali: its build runs in the TensorRT container, its serving in Triton's (which ships the DALI backend).
+    return _docker(images(release)[stage.removeprefix("dali-")], work, inner, setup)
 
 
 def run_host(args: argparse.Namespace) -> int:
@@ -382,7 +395,7 @@ def run_host(args: argparse.Namespace) -> int:
         return EXIT_ENVIRONMENT
     work = args.keep or Path(tempfile.mkdtemp(prefix="gpu-check."))
     work.mkdir(parents=True, exist_ok=True)
-    for stage in ("build", "serve"):
+    for stage in ("build", "serve", *(("dali-build", "dali-serve") if args.dali else ())):
         code, log = _run(stage_command(stage, args.triton_release, work.resolve(), args.no_docker), timeout=7200)
         out = work / f"{stage}.json"
         if code != 0 or not out.is_file():
@@ -403,6 +416,10 @@ def merge_stage(record: dict[str, Any], stage: str, data: dict[str, Any]) -> Non
         record["builds"] = data.get("builds", [])
         record["validate"] = data.get("validate")
         record["gpu_tests"] = data.get("gpu_tests")
+    elif stage == "dali-build":
+        record["dali"] = dict(data)
+    elif stage == "dali-serve":
+        record.setdefault("dali", {}).update(data)
     else:
         record["loads"] = data.get("loads", [])
         record["comparisons"] = data.get("comparisons", [])
@@ -414,7 +431,11 @@ def main(argv: list[str]) -> int:
     if args.stage == "host":
         return run_host(args)
     work = args.work or Path.cwd()
-    if args.stage == "build":
+    if args.stage == "dali-build":
+        result = dali_build_stage(work)
+    elif args.stage == "dali-serve":
+        result = dali_serve_stage(work)
+    elif args.stage == "build":
         result = build_stage(work)
         (work / "references.json").write_text(json.dumps(result.pop("references")))
     else:

@@ -105,8 +105,10 @@ def render_classification_pipeline(
     logits: TensorSpec,
     labels: Sequence[str],
     comment: str,
+    ensemble_input: Mapping[str, Any] | None = None,
 ) -> tuple[RenderedModel, ...]:
-    """preprocess -> model -> top-k postprocess, and the ensemble clients call (``comment`` heads its config)."""
+    """preprocess -> model -> top-k postprocess, and the ensemble clients call (``comment`` heads its config;
+    ``ensemble_input``: the pipeline input's tensor when it is not one string per row, e.g. DALI's bytes)."""
     names = step_names(settings.name)
     post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin)
     _, outputs = ctx.classification_outputs(settings.top_k, len(labels))
@@ -114,7 +116,8 @@ def render_classification_pipeline(
         env, source, settings, versions, origin,
         pre=preprocess,
         post=post,
-        ensemble_inputs=nvcf_step_inputs(pipeline_input) if settings.nvcf else [ctx.tensor_context(pipeline_input, "object", [1])],
+        ensemble_inputs=(nvcf_step_inputs(pipeline_input) if settings.nvcf
+                         else [dict(ensemble_input) if ensemble_input else ctx.tensor_context(pipeline_input, "object", [1])]),
         ensemble_outputs=outputs,
         steps=classification_steps(names, pipeline_input, model_inputs, logits.name,
                                    (asset_input_name(pipeline_input),) if settings.nvcf else ()),

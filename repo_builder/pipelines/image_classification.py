@@ -25,6 +25,14 @@ from repo_builder.pipelines.classification import (
     family_labels,
     render_classification_pipeline,
 )
+from repo_builder.pipelines.dali_preprocess import classifier_plan, define_classifier
+from repo_builder.pipelines.dali_step import (
+    PREPROCESS_OPTION,
+    dali_input_tensor,
+    render_dali_step,
+    serialize,
+    wants_dali,
+)
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.nvcf_assets import asset_parameters
 from repo_builder.pipelines.nvcf_options import NVCF_OPTIONS
@@ -52,8 +60,10 @@ def render_image_pipeline(
     settings: PipelineSettings,
     versions: Mapping[str, int],
     origin: str = "signature.json",
+    dali: bool = False,
 ) -> tuple[RenderedModel, ...]:
-    """Render the four models; ``versions`` maps each model name to the version folder to write."""
+    """Render the four models; ``versions`` maps each model name to the version folder to write (``dali``: the
+    preprocess step is a DALI pipeline instead of Python)."""
     names = step_names(settings.name)
     sig = source.signature
     ctx.require_batch_axis(sig, origin)
@@ -71,6 +81,13 @@ def render_image_pipeline(
         raise UserError(f"{origin}: input '{model_input.name}' has dims {dims}, which a {pre['layout']} {crop_h}x{crop_w} crop cannot fill")
     logits = classifier_logits(sig, labels, origin)
 
+    if dali:
+        pre_model = _dali_preprocess(env, settings, versions[names["preprocess"]], pre, want, model_input.dtype)
+        return render_classification_pipeline(
+            env, source, settings, versions, origin, preprocess=pre_model, pipeline_input=IMAGE_INPUT,
+            model_inputs=[model_input.name], logits=logits, labels=labels, ensemble_input=dali_input_tensor(),
+            comment="Clients call this: IMAGE (the encoded image's bytes, TYPE_UINT8 [-1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
+        )
     pre_model = render_preprocess_step(
         env,
         settings,
@@ -97,6 +114,18 @@ def render_image_pipeline(
     )
 
 
+def _dali_preprocess(env: Any, settings: PipelineSettings, version: int, pre: Mapping[str, Any], dims: list[int],
+                     dtype: str) -> RenderedModel:
+    """The DALI step: the GPU flavour of the same graph tests/export/test_dali_preprocess.py checks on the CPU."""
+    if dtype != "float32":
+        raise UserError(f"--preprocess dali writes float32; the model's input '{pre['output_name']}' is {dtype}: use --preprocess python")
+    pipeline = define_classifier(classifier_plan(dict(pre)), "gpu", max_batch_size=settings.max_batch_size)
+    return render_dali_step(
+        env, settings, version, pipeline=serialize(pipeline), outputs=[ctx.tensor_context(str(pre["output_name"]), dtype, dims)],
+        comment="Preprocessing (DALI): one encoded image per row -> decode (nvJPEG), resize, center-crop, normalize, as torchvision.",
+    )
+
+
 # --- the family records' parts (pipelines/registry.py) ---------------------------------------------------
 
 TEMPLATES = ("model/image_preprocess.py.j2", "model/_nvcf_assets.py.j2", "model/classification_postprocess.py.j2")
@@ -104,6 +133,7 @@ WEIGHTS_HELP = "default: the architecture's pretrained DEFAULT weights (torch.hu
 RESNET50_OPTIONS = (
     FamilyOption(("--weights",), "weights", "imagenet (torchvision's IMAGENET1K_V2, from its download cache), random (seeded), or a state_dict file.",
                  default="imagenet", metavar="imagenet|random|PATH", conflicts_with_export=False),
+    PREPROCESS_OPTION,
     *NVCF_OPTIONS,
 )
 IMAGE_CLASSIFIER_OPTIONS = (
@@ -113,6 +143,7 @@ IMAGE_CLASSIFIER_OPTIONS = (
     FamilyOption(("--weights",), "weights", WEIGHTS_HELP + " Only with torchvision:NAME.", default="default", metavar="default|random|PATH"),
     FamilyOption(("--arch",), "arch", "The torchvision architecture of a --model PATH state_dict (and whose transforms a pickled model uses).",
                  metavar="NAME"),
+    PREPROCESS_OPTION,
     *NVCF_OPTIONS,
 )
 
@@ -120,7 +151,7 @@ IMAGE_CLASSIFIER_OPTIONS = (
 def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
     labels = family_labels(inputs)
     return render_image_pipeline(inputs.env, inputs.source, inputs.artifact.signature, labels, inputs.settings, inputs.versions,
-                                 origin=inputs.origin)
+                                 origin=inputs.origin, dali=wants_dali(inputs.params, inputs.settings))
 
 
 def prepare_resnet50(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:

@@ -25,6 +25,14 @@ from repo_builder.export.ultralytics_detector import (
     read_labels_file,
     write_detector_export,
 )
+from repo_builder.pipelines.dali_preprocess import LetterboxPlan, define_letterbox
+from repo_builder.pipelines.dali_step import (
+    PREPROCESS_OPTION,
+    dali_input_tensor,
+    render_dali_step,
+    serialize,
+    wants_dali,
+)
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.model_step import render_model_step
 from repo_builder.pipelines.settings import PipelineSettings, step_names
@@ -32,7 +40,7 @@ from repo_builder.pipelines.steps import python_step_config, render_ensemble
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
-from repo_builder.spec import OnnxArtifact, Signature
+from repo_builder.spec import OnnxArtifact, Signature, TensorSpec
 
 if TYPE_CHECKING:
     from repo_builder.export.progress import Phases
@@ -147,8 +155,43 @@ def detection_labels(inputs: RenderInputs, num_classes: int) -> tuple[str, ...]:
     return read_labels_file(labels_path, num_classes)
 
 
-def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[RenderedModel, ...]:
-    """Preprocess, model, postprocess and the ensemble clients call."""
+def render_dali_letterbox(inputs: RenderInputs, detection: Mapping[str, Any], model_input: TensorSpec) -> RenderedModel:
+    """``--preprocess dali``: the letterbox as a DALI pipeline (model.dali), to the square imgsz a static model
+    takes (predict's minimal rectangles vary per image: a DALI batch cannot: docs/performance.md)."""
+    settings: PipelineSettings = inputs.settings
+    if model_input.dtype != "float32":
+        raise UserError(f"--preprocess dali writes float32; the model input '{model_input.name}' is {model_input.dtype}: "
+                        "use --preprocess python")
+    imgsz = [int(v) for v in detection["imgsz"]]
+    plan = LetterboxPlan((imgsz[0], imgsz[1]), output=model_input.name, shapes=SHAPES)
+    pipeline = define_letterbox(plan, "gpu", max_batch_size=settings.max_batch_size)
+    name = step_names(settings.name)["preprocess"]
+    return render_dali_step(
+        inputs.env, settings, inputs.versions[name], pipeline=serialize(pipeline),
+        outputs=[ctx.signature_tensor(model_input, inputs.artifact.signature.batch_axis), ctx.tensor_context(SHAPES, "int64", [4])],
+        comment=f"Preprocessing (DALI): one encoded image per row -> decode (nvJPEG), letterbox to {imgsz[0]}x{imgsz[1]} as "
+                "Ultralytics' LetterBox (auto=False), RGB, /255; and the shapes postprocessing rescales with.",
+    )
+
+
+def _python_letterbox(inputs: RenderInputs, signature: Signature, detection: Mapping[str, Any], names: Mapping[str, str],
+                      model_input: TensorSpec) -> RenderedModel:
+    """The Python step (default): predict's letterbox, minimal rectangles included."""
+    pre_config = python_step_config(
+        inputs.env, names["preprocess"], inputs.settings,
+        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor()],
+        outputs=[ctx.signature_tensor(model_input, signature.batch_axis), ctx.tensor_context(SHAPES, "int64", [4])],
+        comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> letterbox as Ultralytics' predict, RGB, /255.",
+        instance_count=inputs.settings.decode_instance_count,
+    )
+    pre_source = render_source(inputs.env, "model/detection_preprocess.py.j2", preprocess_context(signature, detection, names))
+    pre = RenderedModel(names["preprocess"], "preprocess", inputs.versions[names["preprocess"]], pre_config,
+                        {"model.py": pre_source.encode()})
+    return pre
+
+
+def render_detection(inputs: RenderInputs, choices: DetectionChoices, dali: bool = False) -> tuple[RenderedModel, ...]:
+    """Preprocess, model, postprocess and the ensemble clients call (``dali``: a DALI letterbox step)."""
     settings: PipelineSettings = inputs.settings
     signature = inputs.artifact.signature
     origin = inputs.origin
@@ -161,16 +204,10 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[R
     labels = detection_labels(inputs, num_classes)
     model_input = signature.tensor(str(detection["input"]))
     raw = signature.tensor(str(detection["output"]))
-    pre_config = python_step_config(
-        inputs.env, names["preprocess"], settings,
-        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor()],
-        outputs=[ctx.signature_tensor(model_input, signature.batch_axis), ctx.tensor_context(SHAPES, "int64", [4])],
-        comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> letterbox as Ultralytics' predict, RGB, /255.",
-        instance_count=settings.decode_instance_count,
-    )
-    pre_source = render_source(inputs.env, "model/detection_preprocess.py.j2", preprocess_context(signature, detection, names))
-    pre = RenderedModel(names["preprocess"], "preprocess", inputs.versions[names["preprocess"]], pre_config,
-                        {"model.py": pre_source.encode()})
+    if dali:
+        pre = render_dali_letterbox(inputs, detection, model_input)
+    else:
+        pre = _python_letterbox(inputs, signature, detection, names, model_input)
     model = render_model_step(inputs.env, inputs.source, settings, inputs.versions[names["model"]], origin)
     raw_tensor = ctx.signature_tensor(raw, signature.batch_axis)
     post_config = python_step_config(
@@ -184,7 +221,7 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[R
                          {"model.py": post_source.encode(), "labels.txt": ("\n".join(labels) + "\n").encode("utf-8")})
     optional = [name for name, _, _ in OPTIONAL_INPUTS.values()]
     steps = [
-        {"model_name": names["preprocess"], "input_map": {IMAGE_INPUT: IMAGE_INPUT, IMGSZ_INPUT: IMGSZ_INPUT},
+        {"model_name": names["preprocess"], "input_map": {IMAGE_INPUT: IMAGE_INPUT} if dali else {IMAGE_INPUT: IMAGE_INPUT, IMGSZ_INPUT: IMGSZ_INPUT},
          "output_map": {model_input.name: model_input.name, SHAPES: SHAPES}},
         {"model_name": names["model"], "input_map": {model_input.name: model_input.name}, "output_map": {raw.name: raw.name}},
         {"model_name": names["postprocess"], "input_map": {raw.name: raw.name, SHAPES: SHAPES, **{n: n for n in optional}},
@@ -192,7 +229,7 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[R
     ]
     ensemble = render_ensemble(
         inputs.env, settings=settings, version=inputs.versions[names["ensemble"]],
-        inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor(), *optional_tensors()],
+        inputs=([dali_input_tensor()] if dali else [ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor()]) + optional_tensors(),
         outputs=output_tensors(), members=(pre, model, post), steps=steps,
         comment="Clients call this: IMAGE (encoded bytes, TYPE_STRING [1]) and optional IMGSZ, CONF, IOU, MAX_DET, CLASSES, "
                 "AGNOSTIC_NMS per row -> BOXES (xyxy, original pixels), SCORES, CLASS_IDS, CLASS_NAMES, padded to the "
@@ -202,7 +239,7 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices) -> tuple[R
 
 
 def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
-    return render_detection(inputs, detection_choices(inputs.params))
+    return render_detection(inputs, detection_choices(inputs.params), dali=wants_dali(inputs.params, inputs.settings))
 
 
 # --- the family record's parts (pipelines/registry.py) ---------------------------------------------------
@@ -225,6 +262,7 @@ OPTIONS = (
                  metavar="IDS", conflicts_with_export=False),
     FamilyOption(("--agnostic-nms",), "agnostic", "Class-agnostic NMS; per request: AGNOSTIC_NMS.", kind="flag", default=False,
                  conflicts_with_export=False),
+    PREPROCESS_OPTION,
 )
 
 

@@ -14,6 +14,7 @@ CONFIG_TEMPLATES = {
     "python": "config/python.pbtxt.j2",
     "onnxruntime_onnx": "config/onnxruntime_onnx.pbtxt.j2",
     "tensorrt_plan": "config/tensorrt_plan.pbtxt.j2",
+    "dali": "config/dali.pbtxt.j2",
     "ensemble": "config/ensemble.pbtxt.j2",
 }
 

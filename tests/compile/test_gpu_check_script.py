@@ -124,3 +124,23 @@ def test_stage_command_runs_each_stage_in_the_release_container_when_docker():
     assert build[-1].endswith("--triton-release 24.08 --stage build --work /work")
     local = gpu_day.stage_command("serve", "24.08", Path("/w"), no_docker=True)
     assert local[0] == sys.executable and local[-2:] == ["--work", "/w"]
+
+
+def test_gpu_check_dali_stages_run_in_release_containers_only_when_asked() -> None:
+    build = gpu_day.stage_command("dali-build", "24.08", Path("/w"), no_docker=False)
+    serve = gpu_day.stage_command("dali-serve", "24.08", Path("/w"), no_docker=False)
+    assert "nvcr.io/nvidia/tensorrt:24.08-py3" in build and "[export,serve,dali]" in build[-1]
+    assert "nvcr.io/nvidia/tritonserver:24.08-py3" in serve and "--stage dali-serve" in serve[-1]
+    assert gpu_day.parse_args(["--triton-release", "24.08"]).dali is False
+
+
+def test_finish_record_fails_when_dali_step_does_not_load_or_answers_wrong() -> None:
+    record = _good_record()
+    gpu_day.merge_stage(record, "dali-build", {"build": {"exit_code": 0}})
+    gpu_day.merge_stage(record, "dali-serve", {"models": {"rn50dali_preprocess": False, "rn50dali": True},
+                                               "answer": {"ok": False, "mean_abs_diff": 0.3}})
+    failures = gpu_day.finish_record(record)["failures"]
+    assert failures == ["dali load rn50dali_preprocess: not ready", "dali answer: mean 0.3"]
+    passing = _good_record()
+    gpu_day.merge_stage(passing, "dali-serve", {"models": {"rn50dali": True}, "answer": {"ok": True}, "throughput": {}})
+    assert gpu_day.finish_record(passing)["ok"] is True

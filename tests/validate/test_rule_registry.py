@@ -25,6 +25,7 @@ PREFIX = {
     "instances": "RB3",
     "platform": "RB4",
     "model_files": "RB4",
+    "dali": "RB4",
     "ensemble_wiring": "RB5",
     "ensemble_types": "RB5",
     "onnx_io": "RB6",

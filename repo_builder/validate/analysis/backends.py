@@ -86,8 +86,12 @@ BACKENDS: dict[str, BackendInfo] = {
     # the preferred instance kind is KIND_GPU in GPU builds, which core skips on machines without GPUs.
     "python": BackendInfo("python", ("model.py",), IoFill.PYTHON_HOOK, _BOTH, "python_backend src/python_be.cc"),
     # dali_backend src/dali_model.h: `fallback_model_filename_` is dali.py, loaded (and serialized) when
-    # model.dali cannot be; src/config_tools/config_tools.cc AutofillConfig fills declared and missing
-    # tensors from the pipeline.
+    # model.dali cannot be (model.dali may itself be an @autoserialize Python script); the file name must
+    # pass ValidateFilename (rules/dali.py RB411). The pipeline is instantiated with the config's
+    # max_batch_size (0 = not batched), so its serialized batch size refuses nothing; on the server's GPU,
+    # else on the CPU (GPU operators then fail: RB413). src/config_tools/config_tools.cc AutofillConfig fills
+    # declared and missing tensors, max_batch_size (the pipeline's) and an empty dynamic_batching, and sets
+    # allow_ragged_batch on inputs; inputs match by name, outputs by position (RB412).
     "dali": BackendInfo("dali", ("model.dali", "dali.py"), IoFill.FROM_MODEL_FILE, _BOTH,
                         "dali_backend src/dali_model.h, src/config_tools/config_tools.cc"),
     # fil_backend src/model.h model_file(): the file inside the version folder depends on the

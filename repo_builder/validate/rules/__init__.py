@@ -10,6 +10,7 @@ from repo_builder.validate.records import Rule
 from repo_builder.validate.rules import (
     batching,
     config,
+    dali,
     ensemble_types,
     ensemble_wiring,
     instances,
@@ -38,6 +39,7 @@ MODULES = (
     instances,
     platform,
     model_files,
+    dali,
     onnx_io,
     tensorrt,
     nvcf,
