@@ -17,6 +17,7 @@ from repo_builder.errors import ToolError, UserError
 from repo_builder.export.progress import Phases
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult
 from repo_builder.pipelines.build_check import CheckOutcome, CheckRequest, choose_check, run_check
+from repo_builder.pipelines.dali_step import refuse_without_gpu
 from repo_builder.pipelines.nvcf_assets import nvcf_settings
 from repo_builder.pipelines.option_files import check_labels_file
 from repo_builder.pipelines.registry import Family, build_family, family, prepare_family
@@ -141,7 +142,8 @@ def build(request: BuildRequest, *, log: Log | None = None, phases: Phases | Non
     chosen = family(request.family)
     options, tuning = build_options(request, chosen)
     # Refuse a contradictory check (e.g. --defer-compile --no-gpu) before anything is exported.
-    choose_check(options.out, options.settings.runtime, options.defer_compile, request.check)
+    planned = choose_check(options.out, options.settings.runtime, options.defer_compile, request.check)
+    refuse_without_gpu(request.params, planned.options.gpu_present)
     phases = phases or Phases(False)
     job = prepare_family(chosen, options, request.params, phases)
     result = build_family(chosen, options, request.params, phases=phases, log=log, job=job)

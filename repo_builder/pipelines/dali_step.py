@@ -40,6 +40,12 @@ def wants_dali(params: Mapping[str, Any], settings: PipelineSettings) -> bool:
     return choice == "dali"
 
 
+def refuse_without_gpu(params: Mapping[str, Any], gpu: bool) -> None:
+    """``--preprocess dali`` serves a GPU pipeline (nvJPEG): refuse a --no-gpu target before anything is built."""
+    if not gpu and str(params.get("preprocess") or "python") == "dali":
+        raise UserError("--preprocess dali runs on a GPU server (nvJPEG decoding); drop --no-gpu or use --preprocess python")
+
+
 def dali_input_tensor() -> dict[str, Any]:
     """The pipeline's input as clients send it to the ensemble and the step: the encoded bytes."""
     return ctx.tensor_context(INPUT, "uint8", [-1])

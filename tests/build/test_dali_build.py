@@ -83,6 +83,16 @@ def test_build_refuses_preprocess_dali_with_nvcf_assets_in_one_line(tmp_path: Pa
     assert not out.exists() or not any(out.iterdir())
 
 
+def test_build_refuses_preprocess_dali_on_no_gpu_target_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "repo"
+    argv = ["build", "image-classifier", "--model", "torchvision:mobilenet_v3_small", "--weights", "random", "--runtime", "onnxruntime",
+            "--preprocess", "dali", "--no-gpu", "--out", str(out), "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--preprocess dali runs on a GPU server" in err and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_build_object_detector_writes_dali_letterbox_when_preprocess_dali(tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("ultralytics", reason="needs-ultralytics: the test detector is built with Ultralytics (detect extra)")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
