@@ -1,6 +1,7 @@
 """``repo-builder validate PATH``: what Triton will refuse in a model repository, before deploy.
 
-Parses options, calls ``validate_location``, renders through the reporter registry, writes, exits.
+Parses options, calls ``validate_location`` (``validate_live_location`` under ``--live``, the only time the
+live machinery is imported), renders through the reporter registry, writes, exits.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from repo_builder.fsutil import write_text_atomic
 from repo_builder.repository.object_store import store_deadline
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.tensorrt_releases import known_releases
-from repo_builder.validate.live_request import InputFile, parse_input_file
-from repo_builder.validate.location import live_settings, validate_location, validate_options
+from repo_builder.validate.location import validate_location, validate_options
 from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
 from repo_builder.validate.reporters import FORMATS, REPORTERS, RenderSettings, render_report
@@ -262,7 +262,6 @@ def command(
     """
     check_quiet_verbose(quiet, verbose)
     _check_live_options(live, tritonserver, load_timeout, allow_unproven, inputs)
-    files: tuple[InputFile, ...] = tuple(parse_input_file(v) for v in inputs)
     if gpus is not None and gpu is not None and gpu != (gpus > 0):
         raise click.UsageError(f"--gpus {gpus} contradicts --{'' if gpu else 'no-'}gpu; give one of them")
     options = validate_options(
@@ -282,16 +281,23 @@ def command(
     for target in targets:
         if target.path is not None:
             prepare_report_file(target.path)
-    settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, endpoint_url, files) if live else None
     with store_deadline(timeout):  # s3:// only: the mirror's store traffic
-        report = validate_location(
-            path,
-            options,
-            live=settings,
-            s3_endpoint=endpoint_url,
-            max_download_bytes=max_download << 20,
-            progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
-        )
+        if live:
+            # The live machinery (a server launcher, its gRPC client, numpy) is imported only under --live:
+            # offline validate must not pay for it (tests/live/test_offline_imports.py).
+            from repo_builder.live.location import live_settings, validate_live_location
+
+            settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, endpoint_url, inputs)
+            report = validate_live_location(
+                path,
+                options,
+                settings,
+                s3_endpoint=endpoint_url,
+                max_download_bytes=max_download << 20,
+                progress=Output(quiet=quiet).progress,  # a line per model on stderr, none with -q
+            )
+        else:
+            report = validate_location(path, options, s3_endpoint=endpoint_url, max_download_bytes=max_download << 20)
     report = apply_rule_config(report, rules)
     for pattern in () if quiet else needs_reason(report, rules):
         click.echo(
