@@ -1,0 +1,168 @@
+"""Offline validate's two targets (issue 22): start-up on an empty repository, and 1,000 models in one process
+next to the parse floor.
+
+1. ``repo-builder validate EMPTY`` (wall, process start to exit; refused with RB001, still the cheapest run),
+   interleaved with ``python -c pass`` and ``python -c "import click"`` for the interpreter's own share.
+   Target: median <= 0.12 s.
+2. In one process, after every import: ``validate_location`` on the repository of ``validate_speed.py``
+   (scan + rules, the forked config parser off) against the parse floor (read each ``config.pbtxt`` and parse
+   it with protobuf ``text_format`` into Triton's ``ModelConfig``), interleaved rounds. Target: median ratio
+   <= 1.4x. The JSON report's rendering is timed too, apart.
+
+Bytecode is cached in a temporary folder, as in an installed package (this environment sets
+PYTHONDONTWRITEBYTECODE=1). Writes the section ``validate-targets`` of BENCHMARKS.md.
+
+Usage: ``.venv/bin/python scripts/bench/validate_targets.py [--models 1000] [--rounds 15] [--starts 21]``;
+a quick check that it runs: ``--models 50 --rounds 2 --starts 2 --no-write``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _report import write_section  # noqa: E402
+from validate_speed import generate  # noqa: E402
+
+PYTHON = sys.executable
+REPO_BUILDER = str(Path(sys.executable).parent / "repo-builder")
+START_TARGET = 0.12
+RATIO_TARGET = 1.4
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+# Runs in a fresh interpreter: every import first, then interleaved rounds of the floor and validate.
+IN_PROCESS = r'''
+import json, sys, time
+from pathlib import Path
+from google.protobuf import text_format
+from repo_builder.validate import scan
+from repo_builder.validate.location import validate_location
+from repo_builder.validate.records import ValidateOptions
+from repo_builder.validate.reporters import render_report
+from tritonclient.grpc import model_config_pb2
+
+scan.PARALLEL_MIN_CONFIGS = 10**9  # one process: no forked parser
+root, rounds = Path(sys.argv[1]), int(sys.argv[2])
+folders = sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def floor():
+    for folder in folders:
+        text = (folder / "config.pbtxt").read_text(encoding="utf-8")
+        text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def validate():
+    return validate_location(root, ValidateOptions())
+
+
+floor(); report = validate()  # warm: page cache, lazily built tables
+out = {"floor": [], "validate": [], "render": [], "models": len(report.models), "errors": report.exit_code()}
+for _ in range(rounds):
+    for name, fn in (("floor", floor), ("validate", validate)):
+        start = time.perf_counter()
+        result = fn()
+        out[name].append(time.perf_counter() - start)
+    start = time.perf_counter()
+    render_report(result, "json")
+    out["render"].append(time.perf_counter() - start)
+print(json.dumps(out))
+'''
+
+
+def wall(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, env=ENV, check=False)
+    return time.perf_counter() - start
+
+
+def spread(values: list[float]) -> str:
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return f"{statistics.median(values):.3f} (IQR {q[0]:.3f}-{q[2]:.3f}, min {min(values):.3f}, max {max(values):.3f})"
+
+
+def start_up(empty: Path, starts: int) -> tuple[dict[str, list[float]], str]:
+    commands = {
+        "`python -c pass`": [PYTHON, "-c", "pass"],
+        '`python -c "import click"`': [PYTHON, "-c", "import click"],
+        "`repo-builder validate EMPTY`": [REPO_BUILDER, "validate", str(empty)],
+    }
+    for cmd in commands.values():
+        wall(cmd)  # bytecode cache and page cache
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    for _ in range(starts):
+        for name, cmd in commands.items():
+            times[name].append(wall(cmd))
+    rows = ["| process | wall median (s), spread |", "| --- | --- |"]
+    rows += [f"| {name} | {spread(v)} |" for name, v in times.items()]
+    return times, "\n".join(rows)
+
+
+def in_process(repo: Path, rounds: int) -> dict[str, list[float]]:
+    done = subprocess.run([PYTHON, "-c", IN_PROCESS, str(repo), str(rounds)], capture_output=True, text=True, env=ENV)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    data: dict[str, list[float]] = json.loads(done.stdout)
+    return data
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--starts", type=int, default=21)
+    parser.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md alone")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="validate-targets-"))
+    ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    try:
+        repo, empty = tmp / "models", tmp / "empty"
+        repo.mkdir()
+        empty.mkdir()
+        mix = generate(repo, args.models)
+        times, start_table = start_up(empty, args.starts)
+        data = in_process(repo, args.rounds)
+        start = statistics.median(times["`repo-builder validate EMPTY`"])
+        ratios = [v / f for v, f in zip(data["validate"], data["floor"], strict=True)]
+        ratio = statistics.median(data["validate"]) / statistics.median(data["floor"])
+        ok_start, ok_ratio = start <= START_TARGET, ratio <= RATIO_TARGET
+        md = (
+            "## validate targets: start-up and one process against the parse floor (issue 22)\n\n"
+            f"`scripts/bench/validate_targets.py`; {os.cpu_count()} CPUs shared with other work (load average "
+            f"at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}). Bytecode cached as in an installed "
+            "package. Medians with their spread (interquartile range, min, max).\n\n"
+            f"Start-up: {args.starts} interleaved rounds of each process.\n\n" + start_table + "\n\n"
+            f"- `repo-builder validate` on an empty folder: **{start:.3f} s** median "
+            f"({'meets' if ok_start else 'misses'} the target of <= {START_TARGET} s)\n\n"
+            f"One process: {args.models} models ({mix['python']} Python, {mix['onnx']} ONNX, {mix['ensemble']} "
+            f"ensembles; `validate_speed.py`'s repository), every import done first, then {args.rounds} "
+            "interleaved rounds of the floor (read every `config.pbtxt`, `text_format.Parse` into `ModelConfig`) "
+            "and `validate_location` (scan + every rule, forked parser off).\n\n"
+            "| in one process | seconds: median (spread) |\n| --- | --- |\n"
+            f"| parse floor | {spread(data['floor'])} |\n"
+            f"| `validate_location` | {spread(data['validate'])} |\n"
+            f"| JSON report of it (apart) | {spread(data['render'])} |\n"
+            f"| ratio per round | {spread(ratios)} |\n\n"
+            f"- ratio of medians validate / floor: **{ratio:.2f}x** ({'meets' if ok_ratio else 'misses'} the "
+            f"target of <= {RATIO_TARGET}x)\n"
+        )
+        print(md)
+        if not args.no_write:
+            write_section("validate-targets", md)
+        return 0 if ok_start and ok_ratio else 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
