@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import click
@@ -262,6 +264,16 @@ def command(
     """
     check_quiet_verbose(quiet, verbose)
     _check_live_options(live, tritonserver, load_timeout, allow_unproven, inputs)
+    live_run: Callable[..., Report] | None = None
+    if live:
+        # The live machinery (a server launcher, its gRPC client, numpy) is imported only under --live:
+        # offline validate must not pay for it (tests/live/test_offline_imports.py).
+        from repo_builder.live.location import live_settings, validate_live_location
+
+        # --input files are checked here, before any report folder is made.
+        settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, endpoint_url, inputs)
+        progress = Output(quiet=quiet).progress  # a line per model on stderr, none with -q
+        live_run = partial(validate_live_location, live=settings, progress=progress)
     if gpus is not None and gpu is not None and gpu != (gpus > 0):
         raise click.UsageError(f"--gpus {gpus} contradicts --{'' if gpu else 'no-'}gpu; give one of them")
     options = validate_options(
@@ -282,22 +294,8 @@ def command(
         if target.path is not None:
             prepare_report_file(target.path)
     with store_deadline(timeout):  # s3:// only: the mirror's store traffic
-        if live:
-            # The live machinery (a server launcher, its gRPC client, numpy) is imported only under --live:
-            # offline validate must not pay for it (tests/live/test_offline_imports.py).
-            from repo_builder.live.location import live_settings, validate_live_location
-
-            settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, endpoint_url, inputs)
-            report = validate_live_location(
-                path,
-                options,
-                settings,
-                s3_endpoint=endpoint_url,
-                max_download_bytes=max_download << 20,
-                progress=Output(quiet=quiet).progress,  # a line per model on stderr, none with -q
-            )
-        else:
-            report = validate_location(path, options, s3_endpoint=endpoint_url, max_download_bytes=max_download << 20)
+        judge = validate_location if live_run is None else live_run
+        report = judge(path, options, s3_endpoint=endpoint_url, max_download_bytes=max_download << 20)
     report = apply_rule_config(report, rules)
     for pattern in () if quiet else needs_reason(report, rules):
         click.echo(
