@@ -105,11 +105,11 @@ print(json.dumps(out))
 '''
 
 
-def timed(cmd: list[str], expect: int) -> tuple[float, float]:
+def timed(cmd: list[str], expect: int, env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall, CPU of the process) seconds of one run, which must exit ``expect``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env or ENV, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != expect:
@@ -125,18 +125,42 @@ def spread(values: list[float]) -> str:
 VALIDATE_EMPTY = "`repo-builder validate EMPTY`"
 
 
-def start_up(empty: Path, starts: int) -> tuple[dict[str, list[tuple[float, float]]], str]:
-    commands = {
-        "`python -c pass`": ([PYTHON, "-c", "pass"], 0),
-        '`python -c "import click"`': ([PYTHON, "-c", "import click"], 0),
-        VALIDATE_EMPTY: ([REPO_BUILDER, "validate", str(empty)], 1),  # RB001: an empty folder is refused
+WHEEL_EMPTY = "the same, installed from the wheel"
+
+
+def install_wheel(tmp: Path) -> Path:
+    """A scratch venv with this checkout's wheel installed (core dependencies only), as a user has it: no
+    editable-install finder in every interpreter start, bytecode compiled at install. Returns its bin folder."""
+    dist, venv = tmp / "dist", tmp / "venv"
+    root = HERE.parents[1]
+    subprocess.run([PYTHON, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(root)], check=True,
+                   env=ENV, capture_output=True)
+    for leftover in ("build/lib", "build/bdist.linux-x86_64", "repo_builder.egg-info"):  # pip wheel's, in the checkout
+        shutil.rmtree(root / leftover, ignore_errors=True)
+    clean = {k: v for k, v in ENV.items() if k not in ("PYTHONPATH", "PYTHONPYCACHEPREFIX")}  # the venv's own copy
+    subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True, env=clean)
+    wheel = next(dist.glob("*.whl"))
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], check=True, env=clean,
+                   capture_output=True)
+    return venv / "bin"
+
+
+def start_up(empty: Path, starts: int, wheel_bin: Path | None) -> tuple[dict[str, list[tuple[float, float]]], str]:
+    commands: dict[str, tuple[list[str], int, dict[str, str] | None]] = {
+        "`python -c pass`": ([PYTHON, "-c", "pass"], 0, None),
+        '`python -c "import click"`': ([PYTHON, "-c", "import click"], 0, None),
+        VALIDATE_EMPTY: ([REPO_BUILDER, "validate", str(empty)], 1, None),  # RB001: an empty folder is refused
     }
-    for cmd, expect in commands.values():
-        timed(cmd, expect)  # bytecode cache and page cache
+    if wheel_bin is not None:
+        installed = {k: v for k, v in ENV.items() if k not in ("PYTHONPATH", "PYTHONPYCACHEPREFIX")}  # its own copy
+        commands["`python -c pass`, the wheel's venv"] = ([str(wheel_bin / "python"), "-c", "pass"], 0, installed)
+        commands[WHEEL_EMPTY] = ([str(wheel_bin / "repo-builder"), "validate", str(empty)], 1, installed)
+    for cmd, expect, env in commands.values():
+        timed(cmd, expect, env)  # bytecode cache and page cache
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
     for _ in range(starts):
-        for name, (cmd, expect) in commands.items():
-            times[name].append(timed(cmd, expect))
+        for name, (cmd, expect, env) in commands.items():
+            times[name].append(timed(cmd, expect, env))
     rows = ["| process | wall (s): median (spread) | CPU (s): median (spread) |", "| --- | --- | --- |"]
     rows += [f"| {name} | {spread([w for w, _ in v])} | {spread([c for _, c in v])} |" for name, v in times.items()]
     return times, "\n".join(rows)
@@ -156,6 +180,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--starts", type=int, default=21)
     parser.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md alone")
+    parser.add_argument("--wheel", action="store_true", help="also time the CLI installed from a wheel in a scratch venv")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="validate-targets-"))
     ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
@@ -164,10 +189,16 @@ def main() -> int:
         repo.mkdir()
         empty.mkdir()
         mix = generate(repo, args.models)
-        times, start_table = start_up(empty, args.starts)
+        times, start_table = start_up(empty, args.starts, install_wheel(tmp) if args.wheel else None)
         data = in_process(repo, args.rounds)
         start = statistics.median(w for w, _ in times[VALIDATE_EMPTY])
         start_cpu = statistics.median(c for _, c in times[VALIDATE_EMPTY])
+        installed = (
+            f" Installed from the wheel: {statistics.median(w for w, _ in times[WHEEL_EMPTY]):.3f} s wall, "
+            f"{statistics.median(c for _, c in times[WHEEL_EMPTY]):.3f} s CPU."
+            if WHEEL_EMPTY in times
+            else ""
+        )
         ratios = [v / f for v, f in zip(data["validate"], data["floor"], strict=True)]
         ratio = statistics.median(data["validate"]) / statistics.median(data["floor"])
         ok_start, ok_ratio = start <= START_TARGET, ratio <= RATIO_TARGET
@@ -182,7 +213,7 @@ def main() -> int:
             "shared machine the wall time includes waiting for a CPU (compare `python -c pass`); the CPU time is "
             "what a quiet machine's wall time comes close to. Of it, the interpreter and click take the first two "
             "rows; the rest is importing the validator (about half of that is creating its ~55 frozen dataclasses) "
-            "and a run of ~2 ms\n\n"
+            "and a run of ~2 ms." + installed + "\n\n"
             f"One process: {args.models} models ({mix['python']} Python, {mix['onnx']} ONNX, {mix['ensemble']} "
             f"ensembles; `validate_speed.py`'s repository), every import done first, then {args.rounds} "
             "interleaved rounds of the floor (read every `config.pbtxt`, `text_format.Parse` into `ModelConfig`) "
