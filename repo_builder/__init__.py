@@ -32,7 +32,8 @@ API: dict[str, str] = {
     # validate (``repo_builder.validate`` itself is below)
     "validate_location": "repo_builder.validate.location:validate_location",
     "ValidateOptions": "repo_builder.validate.records:ValidateOptions",
-    "LiveSettings": "repo_builder.validate.live:LiveSettings",
+    "validate_live_location": "repo_builder.live.location:validate_live_location",
+    "LiveSettings": "repo_builder.live.judge:LiveSettings",
     "Report": "repo_builder.validate.report:Report",
     "render_report": "repo_builder.validate.reporters:render_report",
     # export (torch is imported when an export runs, not here)
@@ -59,10 +60,10 @@ API: dict[str, str] = {
 }
 # ``validate`` is both the subpackage repo_builder.validate and the function repo_builder.validate(...):
 # the import system binds the subpackage to this name, so the subpackage itself is made callable.
-_VALIDATE = "repo_builder.validate.location:validate"
+_VALIDATE = "repo_builder.api:validate"
 _VALIDATE_DOC = (
     "Validation of Triton model repositories. Call it: repo_builder.validate(path_or_url, *, strict=False, "
-    "gpu=None, live=False, ...) -> Report; see repo_builder.validate.location.validate."
+    "gpu=None, live=False, ...) -> Report; see repo_builder.api.validate."
 )
 
 __all__ = ["API", "__version__", "validate", *API]
@@ -78,7 +79,7 @@ class _CallableValidatePackage(types.ModuleType):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """``repo_builder.validate(path_or_url, *, strict=False, gpu=None, live=False, ...) -> Report``:
-        see ``repo_builder.validate.location.validate``."""
+        see ``repo_builder.api.validate``."""
         return _resolve(_VALIDATE)(*args, **kwargs)
 
 

@@ -8,10 +8,8 @@ everything is written beside its target (same filesystem) and renamed over it. L
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -25,6 +23,8 @@ from repo_builder.safe_paths import refuse_system_folder
 
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB blocks (plans and ONNX files can be gigabytes)."""
+    import hashlib  # stdlib, but ~3 ms at start-up: only hashing needs it
+
     digest = hashlib.sha256()
     with Path(path).open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -37,7 +37,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     path = Path(path)
     # A unique name opened with "x" (not mkstemp): the file gets the umask's mode like any other written
     # file, not mkstemp's 0600 that a server running as another user could not read.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         with tmp.open("xb") as fh:
             fh.write(data)

@@ -5,11 +5,8 @@ Neither path imports TensorRT or torch, so asking "is there a GPU?" costs millis
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -57,6 +54,8 @@ def _probe_nvidia_smi() -> tuple[tuple[GpuInfo, ...], str | None]:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return (), "nvidia-smi is not on PATH"
+    import subprocess  # stdlib, but only a GPU probe needs it: offline validate starts faster without
+
     try:
         done = subprocess.run(
             [exe, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
@@ -75,6 +74,9 @@ def _probe_nvidia_smi() -> tuple[tuple[GpuInfo, ...], str | None]:
 
 
 def _probe_libcuda() -> tuple[tuple[GpuInfo, ...], str | None]:
+    import ctypes  # stdlib, but ~5 ms with ctypes.util: only a GPU probe needs it
+    import ctypes.util
+
     name = ctypes.util.find_library("cuda") or "libcuda.so.1"
     try:
         cuda = ctypes.CDLL(name)

@@ -17,6 +17,7 @@ import click
 
 from repo_builder.cli.options import Output, check_output_file, output_options
 from repo_builder.errors import UserError
+from repo_builder.live.request import InputFile, parse_input_file
 from repo_builder.pipelines.reference import bench_with_reference, format_family_bench
 from repo_builder.report import bench_document, check_output, parse_record, write_report
 from repo_builder.report.charts import require_plotting
@@ -26,7 +27,6 @@ from repo_builder.triton.bench import ModelBench, bench_model, default_models
 from repo_builder.triton.bench_assets import SERVER_ARGS, asset_requests, needs_forwarding
 from repo_builder.triton.bench_limits import check_concurrency
 from repo_builder.triton.perf_analyzer import LoadGenerator, choose
-from repo_builder.validate.live_request import InputFile, parse_input_file
 
 
 def _concurrencies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:

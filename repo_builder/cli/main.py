@@ -9,7 +9,6 @@ import importlib
 import io
 import os
 import sys
-import traceback
 
 import click
 
@@ -136,15 +135,21 @@ def _failed(exc: BaseException, args: list[str]) -> int:
     if isinstance(exc, OSError) and exc.filename is None:
         silence_stdout()  # a stream failed (stdout?): its buffered rest must not fail again at exit
     if _verbose(args):
-        traceback.print_exception(exc)
+        _print_traceback(exc)
     with contextlib.suppress(OSError, UnicodeError):  # stderr gone too: the exit code says it
         click.echo(f"error: {one_line(sentence)}", err=True)
     return EXIT_TOOL
 
 
+def _print_traceback(exc: BaseException) -> None:
+    import traceback  # stdlib, but ~3 ms with linecache and tokenize: only -v on a failure needs it
+
+    traceback.print_exception(exc)
+
+
 def _internal(exc: BaseException, args: list[str]) -> int:
     if _verbose(args):
-        traceback.print_exception(exc)
+        _print_traceback(exc)
     click.echo(
         one_line(f"internal error: {type(exc).__name__}: {exc}".splitlines()[0])
         + " -- this is a bug in repo-builder; please report it (run again with -v for the traceback)",

@@ -1,13 +1,16 @@
 """``repo-builder validate PATH``: what Triton will refuse in a model repository, before deploy.
 
-Parses options, calls ``validate_location``, renders through the reporter registry, writes, exits.
+Parses options, calls ``validate_location`` (``validate_live_location`` under ``--live``, the only time the
+live machinery is imported), renders through the reporter registry, writes, exits.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import click
@@ -27,8 +30,7 @@ from repo_builder.fsutil import write_text_atomic
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.store.deadline import store_deadline
 from repo_builder.tensorrt_releases import known_releases
-from repo_builder.validate.live_request import InputFile, parse_input_file
-from repo_builder.validate.location import live_settings, validate_location, validate_options
+from repo_builder.validate.location import validate_location, validate_options
 from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
 from repo_builder.validate.reporters import FORMATS, REPORTERS, RenderSettings, render_report
@@ -262,7 +264,16 @@ def command(
     """
     check_quiet_verbose(quiet, verbose)
     _check_live_options(live, tritonserver, load_timeout, allow_unproven, inputs)
-    files: tuple[InputFile, ...] = tuple(parse_input_file(v) for v in inputs)
+    live_run: Callable[..., Report] | None = None
+    if live:
+        # The live machinery (a server launcher, its gRPC client, numpy) is imported only under --live:
+        # offline validate must not pay for it (tests/live/test_offline_imports.py).
+        from repo_builder.live.location import live_settings, validate_live_location
+
+        # --input files are checked here, before any report folder is made.
+        settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, endpoint_url, inputs)
+        progress = Output(quiet=quiet).progress  # a line per model on stderr, none with -q
+        live_run = partial(validate_live_location, live=settings, progress=progress)
     if gpus is not None and gpu is not None and gpu != (gpus > 0):
         raise click.UsageError(f"--gpus {gpus} contradicts --{'' if gpu else 'no-'}gpu; give one of them")
     options = validate_options(
@@ -282,16 +293,9 @@ def command(
     for target in targets:
         if target.path is not None:
             prepare_report_file(target.path)
-    settings = live_settings(tritonserver, load_timeout, strict, allow_unproven, endpoint_url, files) if live else None
     with store_deadline(timeout):  # s3:// only: the mirror's store traffic
-        report = validate_location(
-            path,
-            options,
-            live=settings,
-            s3_endpoint=endpoint_url,
-            max_download_bytes=max_download << 20,
-            progress=Output(quiet=quiet).progress,  # --live: a line per model on stderr, none with -q
-        )
+        judge = validate_location if live_run is None else live_run
+        report = judge(path, options, s3_endpoint=endpoint_url, max_download_bytes=max_download << 20)
     report = apply_rule_config(report, rules)
     for pattern in () if quiet else needs_reason(report, rules):
         click.echo(

@@ -22,8 +22,14 @@ from repo_builder.pipelines.build_check import rehearsal_options
 from repo_builder.pipelines.option_files import check_labels_file
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, check_version, step_names
 from repo_builder.render.context import check_tensor_name
+from repo_builder.render.environment import make_environment
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.repository.build_target import check_api_unchanged
+from repo_builder.repository.judge import repository_judge
+from repo_builder.repository.manifest import update_manifest
+from repo_builder.repository.stage import build_stage
+from repo_builder.repository.versions import plan_versions
+from repo_builder.repository.writer import commit_models, stage_model
 from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, read_signature
 
 Log = Callable[[str], None]
@@ -166,13 +172,6 @@ def build_pipeline(
     log: Log = _stderr,
 ) -> BuildResult:
     """Shared flow: plan versions, stage, export into the stage, render, move into place, record."""
-    from repo_builder.render.environment import make_environment
-    from repo_builder.repository.judge import repository_judge
-    from repo_builder.repository.manifest import update_manifest
-    from repo_builder.repository.stage import build_stage
-    from repo_builder.repository.versions import choose_versions
-    from repo_builder.repository.writer import commit_models, stage_model
-
     out = options.out
     names = step_names(options.settings.name)
     check_labels_file(options.labels)

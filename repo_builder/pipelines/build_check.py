@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.live.judge import LiveSettings
+from repo_builder.live.location import validate_live_location
 from repo_builder.pipelines.request_options import CHECK_DEFAULTS, DEFAULT_LOAD_TIMEOUT
-from repo_builder.validate.live import LiveSettings
 from repo_builder.validate.location import target_has_gpu, validate_location
 from repo_builder.validate.records import Severity, ValidateOptions
 from repo_builder.validate.report import Report
@@ -111,7 +112,10 @@ def run_check(check: CheckRun, *, log: Log) -> CheckOutcome:
         log("live: loading every model into the embedded Triton and sending one request per ensemble")
     # The library call behind `repo-builder validate`: the printed command gives this same verdict. Under
     # --live, ``log`` gets validate's own progress: a line as each load starts and one with its verdict.
-    report = validate_location(check.repository, check.options, live=live, progress=log)
+    if live is None:
+        report = validate_location(check.repository, check.options)
+    else:
+        report = validate_live_location(check.repository, check.options, live, progress=log)
     live_results = _live_results(report) if live is not None else None
     lines = tuple(
         f"{d.severity.value} {d.code} {d.path}: {d.message}" + (f" (hint: {d.hint})" if d.hint else "")

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from repo_builder import dtypes
 from repo_builder.errors import require
 
 if TYPE_CHECKING:
@@ -103,8 +104,6 @@ def infer_model(
     ``datatypes`` maps an input to its wire type (``FP32``, ``BYTES``, ``BF16``...) where the array's
     dtype does not say it (bfloat16 is sent from a float32 array).
     """
-    from repo_builder import dtypes
-
     grpc = grpc_module()
     requests = []
     for key, array in inputs.items():

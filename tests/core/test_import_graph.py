@@ -1,5 +1,6 @@
-"""The package's import graph (issue 9): no cycle, counting imports at any depth (inside functions too),
-and no in-function import of the package's own modules except an explicit allow-list.
+"""The package's import graph (issues 9, 22): no cycle, counting imports at any depth (inside functions
+too), no in-function import of the package's own modules except an allow-list with reasons, and the
+packages in the layer order of docs/architecture.md.
 
 Imports inside functions are for heavy optional third-party packages only (torch, tensorrt, onnxruntime,
 s3fs ...): an in-function import of a repo_builder module hides a cycle or a layering mistake, and the day
@@ -14,35 +15,42 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "repo_builder"
 
-# (file relative to repo_builder/, imported module): in-function imports of the package's own modules that
-# existed before issue 9's untangling and belong to other areas; each should move to the top of its file.
-# Entries that no longer occur are harmless; new ones fail the test.
-ALLOWED_IN_FUNCTION: frozenset[tuple[str, str]] = frozenset({
-    ("cli/build.py", "repo_builder.compile"),
-    ("cli/build.py", "repo_builder.compile.plan"),
-    ("cli/serve.py", "repo_builder.triton.server"),
-    ("cli/serve.py", "repo_builder.validate.live"),
-    ("cli/serve.py", "repo_builder.validate.scan"),
-    ("pipelines/assemble.py", "repo_builder.compile"),
-    ("pipelines/assemble.py", "repo_builder.compile.pending"),
-    ("pipelines/assemble.py", "repo_builder.render.environment"),
-    ("pipelines/assemble.py", "repo_builder.repository.judge"),
-    ("pipelines/assemble.py", "repo_builder.repository.manifest"),
-    ("pipelines/assemble.py", "repo_builder.repository.stage"),
-    ("pipelines/assemble.py", "repo_builder.repository.versions"),
-    ("pipelines/assemble.py", "repo_builder.repository.writer"),
-    ("pipelines/build_request.py", "repo_builder.compile"),  # moved here from cli/build.py
-    ("pipelines/build_request.py", "repo_builder.compile.plan"),
-    ("pipelines/runtime.py", "repo_builder.compile.trtexec"),
-    ("pipelines/runtime.py", "repo_builder.gpu"),
-    ("pipelines/runtime.py", "repo_builder.plan_format"),
-    ("repository/verify_build.py", "repo_builder.validate.live"),
-    ("triton/bench.py", "repo_builder.triton.client"),
-    ("triton/client.py", "repo_builder.dtypes"),
-    ("validate/conformance.py", "repo_builder.validate.engine"),
-    ("validate/docs.py", "repo_builder.validate.live"),
-    ("validate/docs.py", "repo_builder.validate.rules"),
-})
+# (file relative to repo_builder/, imported module) -> why this import must wait for a call. Every other
+# in-function import of the package's own modules fails the test, and so does an entry that no longer occurs.
+ALLOWED_IN_FUNCTION: dict[tuple[str, str], str] = {
+    ("cli/validate.py", "repo_builder.live.location"): "the live machinery (server launcher, gRPC client, numpy) "
+    "only under --live: offline validate never imports it (tests/live/test_offline_imports.py)",
+    ("api.py", "repo_builder.live.location"): "repo_builder.validate(..., live=True) only: an offline call "
+    "imports no live module, as the CLI",
+}
+
+# The packages (and top-level modules) of repo_builder, top layer first: docs/architecture.md's table. A part
+# imports only parts of lower layers; parts of one layer do not import each other, except in the shared
+# ground, whose modules may import one another (the module-level cycle test above keeps them acyclic).
+# ``<root>`` is repo_builder/__init__.py: it imports nothing of the package by statement (the API names
+# resolve by string on first use), and modules import it for ``__version__``.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("entry: python -m", frozenset({"__main__"})),
+    ("entry points", frozenset({"cli", "api"})),
+    ("measuring", frozenset({"tune"})),
+    ("build flow", frozenset({"pipelines"})),
+    ("validate --live", frozenset({"live"})),
+    ("running Triton, writing repositories", frozenset({"triton", "repository"})),
+    ("validation", frozenset({"validate"})),
+    ("stages", frozenset({"compile", "export", "render", "report"})),
+    ("storage", frozenset({"store"})),
+    (
+        "shared ground",
+        frozenset({
+            "<root>", "compat", "compile_recipe", "dtypes", "environment", "errors", "fsutil", "gpu",
+            "guarded_read", "nvcf", "paths", "plan_format", "redact", "safe_paths", "signals", "spec",
+            "tensorrt_releases", "triton_layout", "triton_config", "onnx_io", "lazy_pb2",
+        }),
+    ),
+)
+GROUND = LAYERS[-1][0]
+# (importing part, imported part) -> why it goes against LAYERS. An entry that no longer occurs fails the test.
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -160,3 +168,73 @@ def test_package_modules_are_imported_at_top_level_when_not_in_allow_list():
     assert found == [], "in-function imports of repo_builder modules (move them to the top of the file): " + ", ".join(
         f"{f}:{line} {t}" for f, t, line in found
     )
+
+
+def test_in_function_allow_list_has_no_stale_entry_when_imports_move():
+    used = {(f, t) for f, t, _ in in_function_package_imports()}
+    stale = sorted(set(ALLOWED_IN_FUNCTION) - used)
+    assert stale == [], f"ALLOWED_IN_FUNCTION entries that no longer occur (remove them): {stale}"
+    assert all(reason.strip() for reason in ALLOWED_IN_FUNCTION.values())
+
+
+def part(module: str) -> str:
+    """The top-level part of ``repo_builder.x.y``: ``x`` (``<root>`` for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "<root>"
+
+
+def package_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(importing part, imported part) -> the module imports that make the edge (inside functions too)."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, targets in graph.items():
+        for target in targets:
+            if part(module) != part(target):
+                edges.setdefault((part(module), part(target)), []).append(f"{module} -> {target}")
+    return edges
+
+
+def layer_problems(edges: dict[tuple[str, str], list[str]]) -> list[str]:
+    layer = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
+    problems = []
+    for (src, dst), why in sorted(edges.items()):
+        if (src, dst) in LAYER_EXCEPTIONS:
+            continue
+        if src not in layer or dst not in layer:
+            problems.append(f"{src if src not in layer else dst}: not in LAYERS (add it to its layer)")
+        elif layer[dst] < layer[src] or (layer[dst] == layer[src] and LAYERS[layer[src]][0] != GROUND):
+            problems.append(f"{src} -> {dst} goes against the layers ({'; '.join(sorted(why)[:3])})")
+    return sorted(set(problems))
+
+
+def test_packages_import_only_lower_layers_when_listed_in_layers():
+    problems = layer_problems(package_edges(import_graph()))
+    assert problems == [], "\n".join(problems)
+
+
+def test_packages_have_no_cycle_when_exceptions_are_set_aside():
+    edges = [e for e in package_edges(import_graph()) if e not in LAYER_EXCEPTIONS]
+    graph: dict[str, set[str]] = {}
+    for src, dst in edges:
+        graph.setdefault(src, set()).add(dst)
+        graph.setdefault(dst, set())
+    assert find_cycles(graph) == []
+
+
+def test_layer_exceptions_have_no_stale_entry_when_imports_move():
+    edges = package_edges(import_graph())
+    stale = sorted(set(LAYER_EXCEPTIONS) - set(edges))
+    assert stale == [], f"LAYER_EXCEPTIONS entries that no longer occur (remove them): {stale}"
+
+
+def test_layers_name_each_part_once_when_listed():
+    names = [name for _, names in LAYERS for name in names]
+    assert len(names) == len(set(names))
+    parts = {part(m) for m in import_graph()}
+    assert parts == set(names), f"parts missing from LAYERS: {sorted(parts - set(names))}; unknown: {sorted(set(names) - parts)}"
+
+
+def test_layer_check_finds_an_upward_import_when_a_stage_imports_validate():
+    edges = {("render", "validate"): ["repo_builder.render.x -> repo_builder.validate.y"]}
+    assert layer_problems(edges) == ["render -> validate goes against the layers (repo_builder.render.x -> repo_builder.validate.y)"]
+    assert layer_problems({("triton", "repository"): ["a -> b"]})[0].startswith("triton -> repository")
+    assert layer_problems({("fsutil", "errors"): ["a -> b"]}) == []

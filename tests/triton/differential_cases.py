@@ -16,9 +16,9 @@ from pathlib import Path
 from hypothesis import strategies as st
 from triton_repo_factory import GENERIC_MODEL_PY
 
+from repo_builder.live.judge import LiveSettings, judge_repository
 from repo_builder.triton.server import TritonServer
 from repo_builder.validate.engine import validate_repository
-from repo_builder.validate.live import LiveSettings, judge_repository
 from repo_builder.validate.records import ValidateOptions
 from repo_builder.validate.scan import scan_repository
 

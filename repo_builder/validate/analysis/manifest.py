@@ -7,7 +7,6 @@ a server loads it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -71,6 +70,8 @@ def file_sha256(path: Path, root: Path) -> str | None:
     size = regular_file_size(path, root)
     if size is None or size > MAX_HASHED_BYTES:
         return None
+    import hashlib  # stdlib, but ~3 ms at start-up: only a repository with a build manifest hashes
+
     digest = hashlib.sha256()
     try:
         with open_repository_file(path, root, HASHED) as (fd, _):

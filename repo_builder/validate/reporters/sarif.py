@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from repo_builder import __version__
 from repo_builder.store.urls import is_remote
-from repo_builder.validate.live import LIVE_CODES
+from repo_builder.validate.live_codes import LIVE_CODES
 from repo_builder.validate.records import Diagnostic, Severity
 from repo_builder.validate.remote import STORE_CODES
 from repo_builder.validate.report import Report

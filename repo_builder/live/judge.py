@@ -6,14 +6,14 @@ the embedded Triton cannot load, are served there by a stand-in that performs th
 own load-time checks. Models it cannot load at all (TensorRT, other backends, an ensemble using them) are
 "not proven live" (RB904): an error unless ``allow_unproven``. Members load first, then ensembles (in
 dependency order), one explicit-mode load each with a timeout; each ensemble that loads gets one request
-(``live_request.py``: ``--input`` files, else its family's real sample, else synthesized from its config);
+(``request.py``: ``--input`` files, else its family's real sample, else synthesized from its config);
 with real inputs, no answer (RB903, pointing at the failing step's file and line) or a wrong one (RB908)
 is an error, with synthesized inputs a failure is a warning. Each model ends in one of: loaded, refused for a configuration or layout
 reason (RB901, with RB902 when offline said ok), failed in its own code (RB905: an exception, its process
 dying, or the server dying while running it), timed out (RB906), not proven (RB904). A server that died
 or hung is restarted for the models still to come; if none will start, they are not proven. Codes:
-``live_codes.py``. SIGTERM cleans up as Ctrl-C does. Steps built with ``--nvcf-assets`` are proven through a
-real request through assets (``live_assets.py``).
+``validate/live_codes.py``. SIGTERM cleans up as Ctrl-C does. Steps built with ``--nvcf-assets`` are proven through a
+real request through assets (``assets.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from repo_builder.errors import UserError
+from repo_builder.live.assets import (
+    FORWARD_PATTERN,
+    asset_ensemble,
+    has_asset_steps,
+    prove_assets,
+    redirect_asset_roots,
+)
+from repo_builder.live.infer import InferOutcome, infer_once
+from repo_builder.live.outcome import (
+    Failure,
+    classify_crash,
+    classify_failure,
+    failing_step,
+    repository_frames,
+)
+from repo_builder.live.plan import ModelRoute, Route, plan_routes, step_models
+from repo_builder.live.request import InputFile, LiveRequest, plan_request
+from repo_builder.live.samples import recorded_tasks
 from repo_builder.signals import interrupt_on_termination
 from repo_builder.store.for_triton import remote_repository
 from repo_builder.store.urls import is_remote
@@ -34,13 +52,6 @@ from repo_builder.triton.process import exit_description
 from repo_builder.triton.server import TritonServer, start_server
 from repo_builder.triton.server_log import explain_refusal, log_messages
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
-from repo_builder.validate.live_assets import (
-    FORWARD_PATTERN,
-    asset_ensemble,
-    has_asset_steps,
-    prove_assets,
-    redirect_asset_roots,
-)
 from repo_builder.validate.live_codes import (
     DISAGREEMENT,
     INFERENCE_FAILED,
@@ -53,17 +64,6 @@ from repo_builder.validate.live_codes import (
     WRONG_ANSWER,
     LiveCode,
 )
-from repo_builder.validate.live_infer import InferOutcome, infer_once
-from repo_builder.validate.live_outcome import (
-    Failure,
-    classify_crash,
-    classify_failure,
-    failing_step,
-    repository_frames,
-)
-from repo_builder.validate.live_plan import ModelRoute, Route, plan_routes, step_models
-from repo_builder.validate.live_request import InputFile, LiveRequest, plan_request
-from repo_builder.validate.live_samples import recorded_tasks
 from repo_builder.validate.records import Diagnostic, ModelEntry, Repository, Severity
 from repo_builder.validate.report import LiveResult, ModelSummary, Report
 from repo_builder.validate.report import LiveStatus as Status

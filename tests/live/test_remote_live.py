@@ -11,11 +11,11 @@ import pytest
 from onnx_repo_factory import write_onnx_model
 from triton_repo_factory import write_double_repository
 
+from repo_builder.live.judge import LiveSettings, Status, validate_live
 from repo_builder.triton import start_server
 from repo_builder.triton.arguments import ServerOptions
 from repo_builder.triton.serving import ServeSettings, serve
 from repo_builder.validate.engine import check_repository
-from repo_builder.validate.live import LiveSettings, Status, validate_live
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "publish"))  # publish_helpers: moto's S3 server
 from publish_helpers import moto_s3_server
@@ -73,3 +73,17 @@ def test_validate_live_reads_bucket_and_reports_onnx_unproven_when_repository_is
     assert live["double"].loaded and live["pipeline"].inferred is True  # type: ignore[union-attr]
     assert live["scale"].status == Status.NOT_PROVEN  # type: ignore[union-attr]
     assert "local copy" in (live["scale"].reason or "")  # type: ignore[union-attr]
+
+
+def test_validate_live_location_judges_bucket_offline_then_live_when_given_s3_url(bucket: tuple[str, str]) -> None:
+    # The CLI's route: validate_location's after-hook runs the server while the store's mirror still exists.
+    from repo_builder.live.location import validate_live_location
+    from repo_builder.validate.records import ValidateOptions
+
+    endpoint, url = bucket
+    settings = LiveSettings(load_timeout=30, s3_endpoint=endpoint, allow_unproven=True)
+    report = validate_live_location(url, ValidateOptions(gpu_present=False), settings, s3_endpoint=endpoint)
+    live = {m.name: m.live for m in report.models}
+    assert live["double"].loaded and live["pipeline"].inferred is True  # type: ignore[union-attr]
+    assert live["scale"].status == Status.NOT_PROVEN  # type: ignore[union-attr]
+    assert "live on this machine" in report.target and report.repository.location == url

@@ -9,8 +9,8 @@ import pytest
 from onnx_repo_factory import onnx_config, write_onnx_model, write_onnx_repository
 from triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
 
+from repo_builder.live.judge import LiveSettings, LiveVerdict, Status, merge_verdicts, validate_live
 from repo_builder.validate.engine import check_repository
-from repo_builder.validate.live import LiveSettings, LiveVerdict, Status, merge_verdicts, validate_live
 from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
 from repo_builder.validate.scan import scan_repository

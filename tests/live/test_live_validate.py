@@ -16,8 +16,8 @@ from triton_repo_factory import (
     write_python_model,
 )
 
+from repo_builder.live.judge import LIVE_CODES, LiveSettings, validate_live
 from repo_builder.validate.engine import check_repository, validate_repository
-from repo_builder.validate.live import LIVE_CODES, LiveSettings, validate_live
 from repo_builder.validate.records import Severity
 from repo_builder.validate.scan import scan_repository
 

@@ -1,13 +1,13 @@
-"""One request to an ensemble on the live server (``live_request.plan_request``), and its answer checked."""
+"""One request to an ensemble on the live server (``request.plan_request``), and its answer checked."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from repo_builder.live.request import LiveRequest, check_answer
 from repo_builder.triton.client import error_text
 from repo_builder.triton.errors import ServerError
 from repo_builder.triton.server import TritonServer
-from repo_builder.validate.live_request import LiveRequest, check_answer
 from repo_builder.validate.records import ModelEntry
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
 
+from repo_builder.live.judge import LiveSettings, Status, validate_live
 from repo_builder.validate.engine import validate_repository
-from repo_builder.validate.live import LiveSettings, Status, validate_live
 from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
 

@@ -2,7 +2,7 @@
 
 Real inputs when there are any: files given with ``--input [MODEL:]NAME=FILE`` (as ``bench --input``
 takes them), else the family's sample when the build recorded the ensemble's task
-(``live_samples.py``); inputs neither covers are synthesized from the config. A request with real inputs
+(``samples.py``); inputs neither covers are synthesized from the config. A request with real inputs
 proves the pipeline: its failure, or an answer whose names, data types or shapes differ from the config
 (or that fails the family's check), is an error. With only synthesized inputs a failure proves less (the
 values may be meaningless to the model) and stays a warning.
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from repo_builder import dtypes
 from repo_builder.errors import UserError
+from repo_builder.live.samples import Answer, family_sample
 from repo_builder.triton.synthesize import request_shape, synthesize_input
 from repo_builder.validate.analysis.enums import enum_name
-from repo_builder.validate.live_samples import Answer, family_sample
 
 if TYPE_CHECKING:
     import numpy as np

@@ -10,6 +10,8 @@ from onnx_repo_factory import write_onnx_model, write_scale_onnx
 from triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
 
 from repo_builder.errors import RefusedError, ToolError, UserError
+from repo_builder.live.outcome import Failure, classify_crash, classify_failure, model_output
+from repo_builder.live.plan import Route, plan_routes
 from repo_builder.store.for_triton import remote_repository, triton_s3_url
 from repo_builder.triton.arguments import Endpoints, ServerOptions, server_arguments
 from repo_builder.triton.errors import ModelLoadError, ServerError
@@ -17,8 +19,6 @@ from repo_builder.triton.ports import check_distinct_ports, check_host
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
 from repo_builder.triton.standin_onnx_model import StandInRefusal, check_config, completed_config
 from repo_builder.triton.stub_hang import failed_stubs, unsettled_models
-from repo_builder.validate.live_outcome import Failure, classify_crash, classify_failure, model_output
-from repo_builder.validate.live_plan import Route, plan_routes
 from repo_builder.validate.report import LiveResult, LiveStatus
 from repo_builder.validate.scan import scan_repository
 

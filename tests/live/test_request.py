@@ -16,9 +16,9 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from repo_builder.errors import UserError
-from repo_builder.validate.live_outcome import failing_step, repository_frames
-from repo_builder.validate.live_request import RequestKind, check_answer, parse_input_file, plan_request
-from repo_builder.validate.live_samples import SAMPLES, check_classification, recorded_tasks
+from repo_builder.live.outcome import failing_step, repository_frames
+from repo_builder.live.request import RequestKind, check_answer, parse_input_file, plan_request
+from repo_builder.live.samples import SAMPLES, check_classification, recorded_tasks
 from repo_builder.validate.records import Diagnostic, Repository, Severity
 from repo_builder.validate.report import ModelSummary, Report
 from repo_builder.validate.reporters import RenderSettings, render_report
