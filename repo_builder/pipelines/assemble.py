@@ -28,7 +28,7 @@ from repo_builder.repository.build_target import check_api_unchanged
 from repo_builder.repository.judge import repository_judge
 from repo_builder.repository.manifest import update_manifest
 from repo_builder.repository.stage import build_stage
-from repo_builder.repository.versions import plan_versions
+from repo_builder.repository.versions import choose_versions
 from repo_builder.repository.writer import commit_models, stage_model
 from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, read_signature
 
