@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repo_builder.errors import MissingDependencyError, UserError
+from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE
 
 INPUT = "IMAGE"  # the external source: one encoded image (uint8 bytes) per sample
 DALI_FILE = "model.dali"
@@ -137,7 +138,7 @@ def _round_half_away(value: Any) -> Any:
     return _floor(value + 0.5)
 
 
-def define_classifier(plan: ClassifierPlan, device: str, max_batch_size: int = 8, num_threads: int = 2) -> Any:
+def define_classifier(plan: ClassifierPlan, device: str, max_batch_size: int = DEFAULT_MAX_BATCH_SIZE, num_threads: int = 2) -> Any:
     """The classifier's DALI pipeline (not built): decode, resize as torchvision, center crop, normalize, layout."""
     _check_device(device)
     fn, pipeline_def, types = _dali()
@@ -170,7 +171,7 @@ def define_classifier(plan: ClassifierPlan, device: str, max_batch_size: int = 8
         return classifier()
 
 
-def define_letterbox(plan: LetterboxPlan, device: str, max_batch_size: int = 8, num_threads: int = 2) -> Any:
+def define_letterbox(plan: LetterboxPlan, device: str, max_batch_size: int = DEFAULT_MAX_BATCH_SIZE, num_threads: int = 2) -> Any:
     """The detector's DALI pipeline (not built): decode, LetterBox(auto=False) to ``imgsz``, RGB /255 CHW, and
     the shapes the postprocess step rescales boxes with."""
     _check_device(device)
