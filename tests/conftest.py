@@ -18,6 +18,7 @@ import shutil
 import tempfile
 
 import pytest
+from support.publish_helpers import bucket, s3_client, s3_server
 
 SESSION_TMP = tempfile.mkdtemp(prefix="repo-builder-tests-")
 os.environ["TMPDIR"] = SESSION_TMP
@@ -54,3 +55,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif exitstatus == 0:
         shutil.rmtree(SESSION_TMP, ignore_errors=True)
+
+
+# --- Shared fixtures: moto's S3 server on loopback and a fresh bucket per test (tests/support/publish_helpers.py),
+# used by the repository (publish, pull) and store tests. Helpers shared by several folders live in tests/support/.
+__all__ = ["bucket", "s3_client", "s3_server"]

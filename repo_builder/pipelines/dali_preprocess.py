@@ -3,7 +3,7 @@
 One definition per task, the device a parameter: ``device="gpu"`` decodes with ``fn.decoders.image(device="mixed")``
 (nvJPEG/nvImageCodec) and resizes on the GPU; that is the pipeline serialized into ``model.dali``. ``device="cpu"``
 builds the very same graph on the CPU (libjpeg-turbo), which is how its exactness is measured here, where no GPU
-is (scripts/bench/dali_preprocess.py, tests/export/test_dali_preprocess.py).
+is (scripts/bench/dali_preprocess.py, tests/pipelines/test_dali_pipeline.py).
 
 Sizes are computed inside the graph from each image's header (``fn.peek_image_shape``) with the reference's own
 integer arithmetic, so the resize and crop land on the same pixels as torchvision (classifiers) or Ultralytics'

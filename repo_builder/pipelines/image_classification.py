@@ -116,7 +116,7 @@ def render_image_pipeline(
 
 def _dali_preprocess(env: Any, settings: PipelineSettings, version: int, pre: Mapping[str, Any], dims: list[int],
                      dtype: str) -> RenderedModel:
-    """The DALI step: the GPU flavour of the same graph tests/export/test_dali_preprocess.py checks on the CPU."""
+    """The DALI step: the GPU flavour of the same graph tests/pipelines/test_dali_pipeline.py checks on the CPU."""
     if dtype != "float32":
         raise UserError(f"--preprocess dali writes float32; the model's input '{pre['output_name']}' is {dtype}: use --preprocess python")
     pipeline = define_classifier(classifier_plan(dict(pre)), "gpu", max_batch_size=settings.max_batch_size)

@@ -3,7 +3,7 @@
 ``cli/build.py`` turns each record into its click option (``cli.options.family_option``, as for a family's own
 options); ``BuildRequest`` takes its field defaults from ``REQUEST_DEFAULTS`` and ``CheckRequest`` (the
 validation after the build) from ``CHECK_DEFAULTS`` (``--gpu/--no-gpu`` is every command's ``cli.options.gpu_option``);
-``tests/build/test_request_options.py`` checks that the CLI, the request and the docs agree. A record with
+``tests/pipelines/test_request_options.py`` checks that the CLI, the request and the docs agree. A record with
 ``per_family`` is read only by the families that list its ``dest`` in ``Family.shared_options``; the others
 refuse it when given (``registry.check_shared_options``).
 """

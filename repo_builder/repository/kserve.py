@@ -2,7 +2,7 @@
 
 The document is plain data (``inference_service``) written as YAML by a small emitter (no YAML package
 needed: the values are strings, numbers, lists and mappings). The tests check it against KServe's own
-schema as its Python SDK's generated models declare it (tests/publish/kserve_schema.py).
+schema as its Python SDK's generated models declare it (tests/support/kserve_schema.py).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from accuracy import load_step
 from photos import SIZES, photos
 
-# The limits the Python steps are held to today (tests/perf/test_perf_preprocess_accuracy.py).
+# The limits the Python steps are held to today (tests/scripts/test_perf_preprocess_accuracy.py).
 MEAN_LIMIT = 0.02
 MAX_LIMIT = 0.25
 CLASSIFIERS = {"resnet50": "ResNet50_Weights.IMAGENET1K_V2", "image-classifier": "ResNet18_Weights.IMAGENET1K_V1"}

@@ -39,12 +39,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "tests" / "build"))  # the tiny detector and the step loader the tests use
+sys.path.insert(0, str(ROOT / "tests"))  # support/: the tiny detector and the step loader the tests use
 
 import numpy as np  # noqa: E402
 from _report import write_section  # noqa: E402
-from detection_fixtures import build_tiny_detector, calibration_images  # noqa: E402
-from detection_steps import load_postprocess, load_preprocess, synthetic_raw  # noqa: E402
+from support.detection_fixtures import build_tiny_detector, calibration_images  # noqa: E402
+from support.detection_steps import load_postprocess, load_preprocess, synthetic_raw  # noqa: E402
 
 
 def log(message: str) -> None:

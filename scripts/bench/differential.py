@@ -26,11 +26,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "triton"))
+sys.path.insert(0, str(ROOT / "tests"))  # support/: the differential cases the tests run
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import write_section  # noqa: E402
-from differential_cases import (  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from support.differential_cases import (  # noqa: E402
     Comparison,
     EnsembleCase,
     RepoCase,
@@ -40,7 +41,6 @@ from differential_cases import (  # noqa: E402
     with_prefix,
     write_case,
 )
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from repo_builder.triton.server import TritonServer, start_server  # noqa: E402
 
@@ -146,7 +146,7 @@ def markdown(tally: Tally, chosen_seed: int, elapsed: float) -> str:
         return f"| {label} | {repos} | {len(part)} | {agree} | {len(part) - agree} |"
 
     lines = [
-        "Small repositories of Python-backend models and ensembles (tests/triton/differential_cases.py), each",
+        "Small repositories of Python-backend models and ensembles (tests/support/differential_cases.py), each",
         "model judged by the offline validator and by the real tritonserver 2.51 of nvidia-pytriton; an",
         "agreement is: no offline error exactly when the server loads the model.",
         "",

@@ -28,10 +28,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "publish"))  # the small repositories the tests publish too
+sys.path.insert(0, str(ROOT / "tests"))  # support/: the small repositories the tests publish too
 
 import numpy as np  # noqa: E402
-from publish_helpers import ENSEMBLE_TWO_STEPS, write_repository  # noqa: E402
+from support.publish_helpers import ENSEMBLE_TWO_STEPS, write_repository  # noqa: E402
 
 from repo_builder.repository.publish import PublishOptions, publish_repository  # noqa: E402
 from repo_builder.store.urls import parse_store_url  # noqa: E402

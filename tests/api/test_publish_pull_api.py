@@ -3,17 +3,14 @@ through ``repo_builder.<name>`` (the test helpers come from the publish tests)."
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.publish_helpers import moto_s3_server, tree_digest, write_repository
 
 import repo_builder
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "publish"))  # publish_helpers: repositories and moto
-from publish_helpers import moto_s3_server, tree_digest, write_repository
 
 
 @pytest.fixture(scope="module")

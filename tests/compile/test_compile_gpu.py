@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
+from support.trt_fixtures import IMAGE_SIGNATURE, TENSORRT_CONFIG, make_image_onnx
 from tritonclient.grpc import model_config_pb2
-from trt_fixtures import IMAGE_SIGNATURE, TENSORRT_CONFIG, make_image_onnx
 
 from repo_builder.compile import (
     CompileSettings,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
+from support.trt_fixtures import IMAGE_SIGNATURE, TENSORRT_CONFIG, make_image_onnx, tree_digest
 from tritonclient.grpc import model_config_pb2
-from trt_fixtures import IMAGE_SIGNATURE, TENSORRT_CONFIG, make_image_onnx, tree_digest
 
 from repo_builder.cli.main import main
 from repo_builder.compile import (

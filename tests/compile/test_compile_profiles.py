@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from trt_fixtures import IMAGE_SIGNATURE, TEXT_SIGNATURE
+from support.trt_fixtures import IMAGE_SIGNATURE, TEXT_SIGNATURE
 
 from repo_builder.compile import CompileSettings, derive_profiles, engine_max_batch, parse_profile_options
 from repo_builder.errors import UserError

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from trt_fixtures import IMAGE_SIGNATURE, TENSORRT_CONFIG, make_image_onnx, tree_digest
+from support.trt_fixtures import IMAGE_SIGNATURE, TENSORRT_CONFIG, make_image_onnx, tree_digest
 
 from repo_builder.cli.main import main
 from repo_builder.compile import CompileSettings, defer_plan, find_recipes

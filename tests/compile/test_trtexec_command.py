@@ -4,7 +4,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from trt_fixtures import IMAGE_SIGNATURE, TEXT_SIGNATURE, make_image_onnx
+from support.trt_fixtures import IMAGE_SIGNATURE, TEXT_SIGNATURE, make_image_onnx
 
 from repo_builder.compile import CompileSettings, derive_profiles, parse_profile_options
 from repo_builder.compile.precision import OnnxFacts, choose_precision, read_onnx_facts

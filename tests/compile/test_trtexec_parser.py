@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from trt_fixtures import IMAGE_SIGNATURE, TEXT_SIGNATURE
+from support.trt_fixtures import IMAGE_SIGNATURE, TEXT_SIGNATURE
 
 from repo_builder.compile import CompileSettings, derive_profiles, parse_profile_options
 from repo_builder.compile.precision import OnnxFacts, choose_precision

@@ -11,7 +11,7 @@ from pathlib import Path
 import onnx
 import pytest
 import torch
-from export_test_helpers import graph_io
+from support.export_test_helpers import graph_io
 from torchvision.models import ResNet50_Weights
 
 from repo_builder.cli.main import main

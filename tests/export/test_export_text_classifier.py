@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
-from export_test_helpers import graph_io
+from support.export_test_helpers import graph_io
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from repo_builder.cli.main import main

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from onnx_repo_factory import write_onnx_model
-from triton_repo_factory import write_double_repository
+from support.onnx_repo_factory import write_onnx_model
+from support.triton_repo_factory import write_double_repository
 
 from repo_builder.cli.main import main
 

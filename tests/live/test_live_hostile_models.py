@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from triton_repo_factory import write_python_model
+from support.triton_repo_factory import write_python_model
 
 from repo_builder.triton.server_log import LOG_READ_HEAD, LOG_READ_TAIL, log_text
 

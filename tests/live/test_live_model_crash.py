@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
+from support.triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
 
 from repo_builder.live.judge import LiveSettings, Status, validate_live
 from repo_builder.validate.engine import validate_repository

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from onnx_repo_factory import onnx_config, write_onnx_model, write_onnx_repository
-from triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
+from support.onnx_repo_factory import onnx_config, write_onnx_model, write_onnx_repository
+from support.triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
 
 from repo_builder.live.judge import LiveSettings, LiveVerdict, Status, merge_verdicts, validate_live
 from repo_builder.validate.engine import check_repository

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from onnx_repo_factory import write_onnx_model, write_scale_onnx
-from triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
+from support.onnx_repo_factory import write_onnx_model, write_scale_onnx
+from support.triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
 
 from repo_builder.errors import RefusedError, ToolError, UserError
 from repo_builder.live.outcome import Failure, classify_crash, classify_failure, model_output

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from triton_repo_factory import (
+from support.triton_repo_factory import (
     Ensemble,
     Step,
     Tensor,

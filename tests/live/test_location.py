@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from triton_repo_factory import write_double_repository
+from support.triton_repo_factory import write_double_repository
 
 import repo_builder
 from repo_builder.errors import UserError

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx_repo_factory import write_onnx_model
-from triton_repo_factory import write_double_repository
+from support.onnx_repo_factory import write_onnx_model
+from support.publish_helpers import moto_s3_server
+from support.triton_repo_factory import write_double_repository
 
 from repo_builder.live.judge import LiveSettings, Status, validate_live
 from repo_builder.triton import start_server
 from repo_builder.triton.arguments import ServerOptions
 from repo_builder.triton.serving import ServeSettings, serve
 from repo_builder.validate.engine import check_repository
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "publish"))  # publish_helpers: moto's S3 server
-from publish_helpers import moto_s3_server
 
 pytestmark = pytest.mark.triton
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from render_signatures import image_signature, source_for, text_signature, versions_for
+from support.render_signatures import image_signature, source_for, text_signature, versions_for
 
 from repo_builder.errors import UserError
 from repo_builder.paths import templates_dir

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
-from render_signatures import image_signature, source_for, text_signature, versions_for
+from support.render_signatures import image_signature, source_for, text_signature, versions_for
 from tritonclient.grpc import model_config_pb2
 
 from repo_builder.pipelines.image_classification import render_image_pipeline

@@ -43,7 +43,7 @@ def test_step_sources_keep_hostile_tensor_names_inert_when_rendered(template: st
         preprocess = {"resize": 256, "crop": 224, "mean": [0.5] * 3, "std": [0.5] * 3}
         context = ctx.image_preprocess_context(HOSTILE, HOSTILE, spec, preprocess, draft_margin=2, origin="s")
     elif template == "model/onnx_python_model.py.j2":
-        from render_signatures import image_signature
+        from support.render_signatures import image_signature
 
         signature = image_signature()
         context = ctx.onnx_python_model_context(HOSTILE, signature)

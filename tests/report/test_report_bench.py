@@ -4,17 +4,14 @@ today's keys, and the page it writes renders in chromium with the throughput and
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from headless_chromium import CHECK_CHARTS, find_chromium, render
+from support.bench_repository import write_repository
+from support.headless_chromium import CHECK_CHARTS, find_chromium, render
 
 from repo_builder.cli.main import main
 from repo_builder.report import BENCH_KIND, BENCH_SCHEMA_VERSION, BenchRecord, load_record
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "perf"))  # the bench tests' small ensemble repository
-from test_perf_bench_cli import write_repository
 
 
 def test_bench_refuses_before_measuring_when_report_folder_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

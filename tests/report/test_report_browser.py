@@ -12,8 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from headless_chromium import CHECK_CHARTS, Rendered, find_chromium, render
-from report_factory import bench_doc, failed_level, level, tune_doc
+from support.headless_chromium import CHECK_CHARTS, Rendered, find_chromium, render
+from support.report_factory import bench_doc, failed_level, level, tune_doc
 
 from repo_builder.report import parse_record, write_report
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from report_factory import bench_doc, level, tune_doc, write
+from support.report_factory import bench_doc, level, tune_doc, write
 
 from repo_builder.cli.main import main
 

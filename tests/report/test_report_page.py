@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from report_factory import bench_doc, failed_level, level, tune_doc
+from support.report_factory import bench_doc, failed_level, level, tune_doc
 
 from repo_builder.report import parse_record, render_page
 from repo_builder.report.sections import build_page

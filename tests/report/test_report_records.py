@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_factory import bench_doc, candidate, level, tune_doc, write
+from support.report_factory import bench_doc, candidate, level, tune_doc, write
 
 from repo_builder.errors import UserError
 from repo_builder.report import BenchRecord, TuneRecord, load_record, parse_record

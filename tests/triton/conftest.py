@@ -6,7 +6,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from triton_repo_factory import ENVIRONMENT_MODEL_PY, Tensor, write_double_repository, write_python_model
+from support.triton_repo_factory import (
+    ENVIRONMENT_MODEL_PY,
+    Tensor,
+    write_double_repository,
+    write_python_model,
+)
 
 from repo_builder.triton.server import TritonServer, start_server
 

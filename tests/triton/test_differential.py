@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from differential_cases import (
+from hypothesis import HealthCheck, Phase, given, settings
+from support.differential_cases import (
     RepoCase,
     describe,
     judge_folder,
@@ -23,7 +24,6 @@ from differential_cases import (
     with_prefix,
     write_case,
 )
-from hypothesis import HealthCheck, Phase, given, settings
 
 from repo_builder.triton.server import TritonServer, start_server
 

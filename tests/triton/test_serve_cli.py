@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from triton_repo_factory import group_alive, write_double_repository, write_python_model
+from support.triton_repo_factory import group_alive, write_double_repository, write_python_model
 
 pytestmark = pytest.mark.triton
 

@@ -13,8 +13,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.triton_repo_factory import (
+    group_alive,
+    slow_model_py,
+    write_double_repository,
+    write_python_model,
+)
 from test_serve_cli import _read_until
-from triton_repo_factory import group_alive, slow_model_py, write_double_repository, write_python_model
 
 from repo_builder.triton.ports import free_port
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from triton_repo_factory import group_alive, write_double_repository
+from support.triton_repo_factory import group_alive, write_double_repository
 
 from repo_builder.errors import UserError
 from repo_builder.triton.locate import locate_tritonserver, server_environment

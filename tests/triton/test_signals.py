@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from onnx_repo_factory import write_onnx_model
-from triton_repo_factory import DOUBLE_MODEL_PY, slow_model_py, write_python_model
+from support.onnx_repo_factory import write_onnx_model
+from support.triton_repo_factory import DOUBLE_MODEL_PY, slow_model_py, write_python_model
 
 pytestmark = pytest.mark.triton
 

@@ -1,4 +1,4 @@
-"""Fixtures for validate tests: an empty repository folder and the builders of ``validate_repo_helpers``."""
+"""Fixtures for validate tests: an empty repository folder and the builders of ``support.validate_repo_helpers``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import make_add_sub, make_model, onnx_bytes, validate
+from support.validate_repo_helpers import make_add_sub, make_model, onnx_bytes, validate
 
 
 @pytest.fixture

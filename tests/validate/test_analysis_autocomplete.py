@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validate_repo_helpers import make_model
+from support.validate_repo_helpers import make_model
 
 from repo_builder.validate.analysis.autocomplete import backend_fills_io, declared_io_filled, io_autocompleted
 from repo_builder.validate.records import RuleContext, ValidateOptions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rule_repo_helpers import identity_model, write_model
+from support.rule_repo_helpers import identity_model, write_model
 
 from repo_builder.validate.analysis.ensemble_graph import (
     data_flow_problems,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from validate_repo_helpers import make_add_sub
+from support.validate_repo_helpers import make_add_sub
 
 from repo_builder.validate.analysis.manifest import BuiltFile, built_files, read_manifest
 from repo_builder.validate.scan import scan_repository

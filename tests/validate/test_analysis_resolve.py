@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validate_repo_helpers import make_model
+from support.validate_repo_helpers import make_model
 
 from repo_builder.validate.analysis.resolve import model_file_names, resolve_backend
 from repo_builder.validate.scan import scan_repository

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validate_repo_helpers import make_model
+from support.validate_repo_helpers import make_model
 
 from repo_builder.validate.analysis.versions import misplaced_config_hint, version_folder, versions_to_load
 from repo_builder.validate.scan import scan_repository

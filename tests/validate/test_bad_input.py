@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from validate_repo_helpers import (
+from support.validate_repo_helpers import (
     ADD_SUB_CONFIG,
     ADD_SUB_MODEL_PY,
     codes,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rule_repo_helpers import IO, found, python_model, validate
+from support.rule_repo_helpers import IO, found, python_model, validate
 
 from repo_builder.validate.records import Severity
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import ADD_SUB_MODEL_PY, make_add_sub, make_model, onnx_bytes, onnx_config
+from support.validate_repo_helpers import ADD_SUB_MODEL_PY, make_add_sub, make_model, onnx_bytes, onnx_config
 
 from repo_builder.cli.main import main
 

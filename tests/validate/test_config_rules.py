@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rule_repo_helpers import IO, errors, found, python_model, validate, write_model
+from support.rule_repo_helpers import IO, errors, found, python_model, validate, write_model
 
 from repo_builder.validate.records import Severity
 

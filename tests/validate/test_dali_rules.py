@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rule_repo_helpers import validate, write_model
+from support.rule_repo_helpers import validate, write_model
 
 from repo_builder.validate.analysis.dali_pipeline import NotAPipeline, read_dali_pipeline
 from repo_builder.validate.records import Severity

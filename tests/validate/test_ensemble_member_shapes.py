@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import codes, make_model, messages, onnx_bytes, validate
+from support.validate_repo_helpers import codes, make_model, messages, onnx_bytes, validate
 
 from repo_builder.cli.main import main
 

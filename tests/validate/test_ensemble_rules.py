@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rule_repo_helpers import errors, found, identity_model, python_model, validate, write_model
+from support.rule_repo_helpers import errors, found, identity_model, python_model, validate, write_model
 
 from repo_builder.validate.records import Severity
 
@@ -259,7 +259,7 @@ def test_tensor_mapping_passes_when_unmapped_member_input_is_optional(tmp_path: 
 
 
 def test_tensor_mapping_judged_from_graph_when_onnx_member_io_comes_from_autocomplete(tmp_path: Path) -> None:
-    from validate_repo_helpers import onnx_bytes
+    from support.validate_repo_helpers import onnx_bytes
 
     model = onnx_bytes([("INPUT0", "FLOAT", ["batch", 16])], [("OUTPUT0", "FLOAT", ["batch", 16])])
     # No inputs/outputs in the config: ONNX Runtime fills them in from model.onnx, which validate reads.
@@ -416,7 +416,7 @@ def _configless_python_member(root: Path, model_py: str) -> None:
 def test_tensor_mapping_fails_with_triton_text_when_configless_python_member_has_no_autocomplete(
     tmp_path: Path, comment: str
 ) -> None:
-    from rule_repo_helpers import MODEL_PY
+    from support.rule_repo_helpers import MODEL_PY
 
     _configless_python_member(tmp_path, comment + MODEL_PY)
     ensemble(tmp_path, "e", [step("a", {"INPUT0": "data"}, {"OUTPUT0": "prob"})], max_batch_size=0)
@@ -441,7 +441,7 @@ def test_tensor_mapping_needs_model_file_when_configless_python_member_has_autoc
 def test_tensor_mapping_needs_model_file_when_autocomplete_is_only_mentioned_outside_the_class(
     tmp_path: Path,
 ) -> None:
-    from rule_repo_helpers import MODEL_PY
+    from support.rule_repo_helpers import MODEL_PY
 
     # Bound later (setattr): the ast reading cannot rule it out, so it does not decide.
     source = MODEL_PY + 'setattr(TritonPythonModel, "auto_complete_config", staticmethod(lambda c: c))\n'

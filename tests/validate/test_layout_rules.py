@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import (
+from support.validate_repo_helpers import (
     ADD_SUB_MODEL_PY,
     codes,
     make_add_sub,

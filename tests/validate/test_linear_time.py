@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import codes, make_model, messages, onnx_bytes, validate
+from support.validate_repo_helpers import codes, make_model, messages, onnx_bytes, validate
 
 from repo_builder.validate.analysis.bounded import bounded_text, name_list
 from repo_builder.validate.analysis.positions import finding_position

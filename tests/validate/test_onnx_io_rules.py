@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import helper, numpy_helper
-from validate_repo_helpers import codes, make_model, messages, onnx_bytes, onnx_config, validate
+from support.validate_repo_helpers import codes, make_model, messages, onnx_bytes, onnx_config, validate
 
 from repo_builder import onnx_io
 from repo_builder.onnx_io import OnnxReadError, parse_onnx_signature, read_onnx_signature

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from validate_repo_helpers import make_add_sub, validate
+from support.validate_repo_helpers import make_add_sub, validate
 
 from repo_builder.cli.main import cli, main
 from repo_builder.validate.reporters import format_diagnostic, render_report

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rule_repo_helpers import MODEL_PY, validate, write_model
+from support.rule_repo_helpers import MODEL_PY, validate, write_model
 
 from repo_builder.validate.records import Severity
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "publish"))  # publish_helpers: moto's S3 server
-from publish_helpers import moto_s3_server
-from validate_repo_helpers import make_add_sub, make_model, onnx_bytes, onnx_config
+from support.publish_helpers import moto_s3_server
+from support.validate_repo_helpers import make_add_sub, make_model, onnx_bytes, onnx_config
 
 from repo_builder.cli.main import main
 from repo_builder.validate.engine import check_repository

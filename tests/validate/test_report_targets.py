@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import make_add_sub
+from support.validate_repo_helpers import make_add_sub
 
 from repo_builder.cli.main import main
 

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import ADD_SUB_MODEL_PY, make_add_sub, make_model, validate
+from support.validate_repo_helpers import ADD_SUB_MODEL_PY, make_add_sub, make_model, validate
 
 from repo_builder.errors import UserError
 from repo_builder.validate.records import Diagnostic, Severity

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rule_repo_helpers import MODEL_PY, write_model
+from support.rule_repo_helpers import MODEL_PY, write_model
 
 from repo_builder.errors import UserError
 from repo_builder.validate.engine import validate_repository

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import ADD_SUB_MODEL_PY, make_add_sub, make_model, onnx_bytes, onnx_config
+from support.validate_repo_helpers import ADD_SUB_MODEL_PY, make_add_sub, make_model, onnx_bytes, onnx_config
 
 SECRET = "ghp_SECRETtoken4242"
 ROOT = Path(__file__).resolve().parents[2]

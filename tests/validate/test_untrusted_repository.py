@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
-from validate_repo_helpers import (
+from support.validate_repo_helpers import (
     ADD_SUB_MODEL_PY,
     codes,
     make_add_sub,

@@ -8,7 +8,6 @@ same count, boxes within 1 px, scores within 1e-3, the same classes.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,10 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection_compare import row_problem
-from detection_fixtures import IMGSZ, detection_images, shared_tiny_detector
+from support.detection_compare import row_problem
+from support.detection_fixtures import IMGSZ, detection_images, shared_tiny_detector
 
 from repo_builder.cli.main import main
 

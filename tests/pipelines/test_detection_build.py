@@ -9,9 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection_fixtures import IMGSZ, shared_tiny_detector
+from support.detection_fixtures import IMGSZ, shared_tiny_detector
 
 from repo_builder.cli.main import main
 

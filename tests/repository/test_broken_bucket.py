@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from publish_helpers import STEP_CONFIG, write_repository
+from support.publish_helpers import STEP_CONFIG, write_repository
 
 from repo_builder.cli.main import main
 from repo_builder.validate.remote import check_remote

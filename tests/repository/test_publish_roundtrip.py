@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from publish_helpers import FlakyProxy, free_port, tree_digest, write_repository
+from support.publish_helpers import FlakyProxy, free_port, tree_digest, write_repository
 
 from repo_builder.cli.main import main
 from repo_builder.repository.publish import local_files

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
+from support.triton_repo_factory import Ensemble, Step, Tensor, write_ensemble, write_python_model
 
 
 def write_scale_onnx(path: Path, *, batch: bool = True, width: int = 4) -> Path:
@@ -45,7 +45,7 @@ def write_onnx_model(root: Path, name: str, config: str | None = None) -> Path:
 
 def write_onnx_repository(root: Path) -> Path:
     """``scale`` (ONNX Runtime, Y = X * 3) behind ``front`` (Python, doubles) in the ensemble ``chain``."""
-    from triton_repo_factory import DOUBLE_MODEL_PY
+    from support.triton_repo_factory import DOUBLE_MODEL_PY
 
     root.mkdir(parents=True, exist_ok=True)
     write_python_model(root, "front", max_batch_size=8, model_py=DOUBLE_MODEL_PY)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from nvcf_helpers import IMAGES, build_asset_repository, make_image
+from support.nvcf_helpers import IMAGES, build_asset_repository, make_image
 
 
 @dataclass(frozen=True)

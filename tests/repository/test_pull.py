@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from publish_helpers import write_repository
+from support.publish_helpers import write_repository
 
 from repo_builder.cli.main import main
 

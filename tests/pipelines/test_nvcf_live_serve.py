@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from nvcf_helpers import answer, bytes_input, nvcf_headers
+from support.nvcf_helpers import answer, bytes_input, nvcf_headers
 
 from repo_builder.cli.main import main
 

@@ -5,7 +5,6 @@ not proven (RB904), never as passed."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -95,8 +94,7 @@ def test_build_refuses_preprocess_dali_on_no_gpu_target_before_writing(tmp_path:
 
 def test_build_object_detector_writes_dali_letterbox_when_preprocess_dali(tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("ultralytics", reason="needs-ultralytics: the test detector is built with Ultralytics (detect extra)")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from detection_fixtures import IMGSZ, shared_tiny_detector
+    from support.detection_fixtures import IMGSZ, shared_tiny_detector
 
     _, onnx_path = shared_tiny_detector(tmp_path_factory.getbasetemp())
     out = tmp_path_factory.mktemp("dali-detector") / "repo"

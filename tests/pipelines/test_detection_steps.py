@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection_steps import load_postprocess, load_preprocess, synthetic_raw
+from support.detection_steps import load_postprocess, load_preprocess, synthetic_raw
 
 pytest.importorskip("ultralytics", reason="needs-ultralytics: compared with Ultralytics' own functions (detect extra)")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from publish_helpers import write_repository
+from support.publish_helpers import write_repository
 
 from repo_builder.cli.main import main
 from repo_builder.store.urls import parse_store_url

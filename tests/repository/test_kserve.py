@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kserve_schema import schema_errors
-from publish_helpers import write_repository
+from support.kserve_schema import schema_errors
+from support.publish_helpers import write_repository
 
 from repo_builder.cli.main import main
 from repo_builder.repository.kserve import inference_service, settings_for, to_yaml

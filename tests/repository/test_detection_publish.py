@@ -3,16 +3,13 @@ detections as Ultralytics' predict."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "build"))
-from detection_compare import row_problem
-from detection_fixtures import IMGSZ, detection_images, shared_tiny_detector
+from support.detection_compare import row_problem
+from support.detection_fixtures import IMGSZ, detection_images, shared_tiny_detector
 
 from repo_builder.cli.main import main
 

@@ -11,7 +11,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from nvcf_helpers import IMAGES, MAX_ASSET_BYTES, MAX_ASSETS, answer, bytes_input, nvcf_headers, refusal
+from support.nvcf_helpers import (
+    IMAGES,
+    MAX_ASSET_BYTES,
+    MAX_ASSETS,
+    answer,
+    bytes_input,
+    nvcf_headers,
+    refusal,
+)
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
-from perf_steps import model_config, write_onnx_model
+from support.perf_steps import model_config, write_onnx_model
 from tritonclient.grpc import model_config_pb2
 
 from repo_builder.cli.main import main

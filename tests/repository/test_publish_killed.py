@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from publish_helpers import ENSEMBLE_TWO_STEPS, tree_digest, write_repository
+from support.publish_helpers import ENSEMBLE_TWO_STEPS, tree_digest, write_repository
 
 from repo_builder.cli.main import main
 from repo_builder.store.publish_record import PUBLISH_STATE_FILE

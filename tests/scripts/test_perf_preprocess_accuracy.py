@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from perf_steps import write_image_preprocess
+from support.perf_steps import write_image_preprocess
 
 MEAN_LIMIT = 0.02  # issue 15: normalised units, per image size
 MAX_LIMIT = 0.25

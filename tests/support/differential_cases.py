@@ -14,13 +14,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hypothesis import strategies as st
-from triton_repo_factory import GENERIC_MODEL_PY
 
 from repo_builder.live.judge import LiveSettings, judge_repository
 from repo_builder.triton.server import TritonServer
 from repo_builder.validate.engine import validate_repository
 from repo_builder.validate.records import ValidateOptions
 from repo_builder.validate.scan import scan_repository
+from support.triton_repo_factory import GENERIC_MODEL_PY
 
 DTYPES = ("TYPE_FP32", "TYPE_INT32", "TYPE_STRING")
 DIMS = ((4,), (-1,), (2, 3))
