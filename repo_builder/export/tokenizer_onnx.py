@@ -156,6 +156,12 @@ def _character_class(codes: tuple[int, ...]) -> str:
     return "[" + "".join(parts) + "]"
 
 
+def _uncoverable_class(tokenizer: WordPieceTokenizer) -> str:
+    """Characters outside every vocabulary token (and not the space): a negated RE2 class."""
+    covered = {ord(c) for token in tokenizer.vocab for c in token.removeprefix("##")} | {ord(" ")}
+    return "[^" + _character_class(tuple(sorted(covered)))[1:]
+
+
 # --- the graph ------------------------------------------------------------------------------------------------
 
 
@@ -174,6 +180,8 @@ def build_tokenizer_model(tokenizer: WordPieceTokenizer, table: CharacterTable, 
         h.make_tensor("space", tp.STRING, [], [b" "]), h.make_tensor("any_char", tp.STRING, [], [b"(.)"]),
         h.make_tensor("deleted", tp.STRING, [], [_character_class(table.deleted).encode()]),
         h.make_tensor("spaces", tp.STRING, [], [_character_class(table.spaces).encode()]),
+        h.make_tensor("uncoverable", tp.STRING, [], [_uncoverable_class(tokenizer).encode()]),
+        h.make_tensor("long_run", tp.STRING, [], [b"X" * (tokenizer.max_input_chars_per_word + 1)]),
     ]
     mapping = "\n".join(f"{key}\t{value}" for key, value in table.mapping)
     body_nodes = [
@@ -184,7 +192,11 @@ def build_tokenizer_model(tokenizer: WordPieceTokenizer, table: CharacterTable, 
         h.make_node("StringRegexSplitWithOffsets", ["spaced", "any_char", "any_char"], ["chars", "b", "e", "rows"], domain=CONTRIB),
         h.make_node("StringMapping", ["chars"], ["mapped"], domain=CONTRIB, map=mapping),
         h.make_node("StringJoin", ["mapped", "empty", "axis0"], ["joined"], domain=CONTRIB),
-        h.make_node("Unsqueeze", ["joined", "zero1"], ["normal"]),
+        # A word holding a character no vocabulary token holds is one [UNK] to Hugging Face's WordPiece, while the
+        # op emits the pieces before it and then [UNK]: such a character becomes a run longer than
+        # max_input_chars_per_word, which both turn into a single [UNK] for the whole word.
+        h.make_node("Unsqueeze", ["joined", "zero1"], ["joined1"]),
+        h.make_node("StringRegexReplace", ["joined1", "uncoverable", "long_run"], ["normal"], domain=CONTRIB),
         h.make_node("BertTokenizer", ["normal"], ["ids", "types", "mask", "offsets"], domain=CONTRIB,
                     vocab_file="\n".join(tokenizer.vocab), do_lower_case=0, strip_accents=0, tokenize_chinese_chars=0,
                     tokenize_punctuation=0, remove_control_chars=0, unk_token=tokenizer.unk_token,
