@@ -159,7 +159,14 @@ def _character_class(codes: tuple[int, ...]) -> str:
 def _uncoverable_class(tokenizer: WordPieceTokenizer) -> str:
     """Characters outside every vocabulary token (and not the space): a negated RE2 class."""
     covered = {ord(c) for token in tokenizer.vocab for c in token.removeprefix("##")} | {ord(" ")}
-    return "[^" + _character_class(tuple(sorted(covered)))[1:]
+    return _character_class(tuple(c for c in range(_MAX_CODE_POINT) if c not in covered and not 0xD800 <= c < 0xE000))
+
+
+def _unknown_letter(tokenizer: WordPieceTokenizer) -> str:
+    """A letter no vocabulary token holds (a one-letter word the op turns into [UNK])."""
+    covered = {c for token in tokenizer.vocab for c in token}
+    return next(chr(code) for code in range(0x100, _MAX_CODE_POINT) if chr(code).isalpha() and chr(code) not in covered
+                and not 0x2E80 <= code < 0xA000)  # not a CJK character (its own word either way, but keep it plain)
 
 
 # --- the graph ------------------------------------------------------------------------------------------------
@@ -180,24 +187,26 @@ def build_tokenizer_model(tokenizer: WordPieceTokenizer, table: CharacterTable, 
         h.make_tensor("space", tp.STRING, [], [b" "]), h.make_tensor("any_char", tp.STRING, [], [b"(.)"]),
         h.make_tensor("deleted", tp.STRING, [], [_character_class(table.deleted).encode()]),
         h.make_tensor("spaces", tp.STRING, [], [_character_class(table.spaces).encode()]),
-        h.make_tensor("uncoverable", tp.STRING, [], [_uncoverable_class(tokenizer).encode()]),
-        h.make_tensor("long_run", tp.STRING, [], [b"X" * (tokenizer.max_input_chars_per_word + 1)]),
+        h.make_tensor("uncoverable", tp.STRING, [], [f"[^ ]*{_uncoverable_class(tokenizer)}[^ ]*".encode()]),
+        h.make_tensor("long_run", tp.STRING, [], [_unknown_letter(tokenizer).encode()]),
     ]
     mapping = "\n".join(f"{key}\t{value}" for key, value in table.mapping)
     body_nodes = [
         h.make_node("Gather", ["texts", "i"], ["text"], axis=0),
-        h.make_node("Unsqueeze", ["text", "zero1"], ["text1"]),
+        h.make_node("Expand", ["text", "one1"], ["text1"]),
         h.make_node("StringRegexReplace", ["text1", "deleted", "empty"], ["kept"], domain=CONTRIB),
         h.make_node("StringRegexReplace", ["kept", "spaces", "space"], ["spaced"], domain=CONTRIB),
         h.make_node("StringRegexSplitWithOffsets", ["spaced", "any_char", "any_char"], ["chars", "b", "e", "rows"], domain=CONTRIB),
         h.make_node("StringMapping", ["chars"], ["mapped"], domain=CONTRIB, map=mapping),
         h.make_node("StringJoin", ["mapped", "empty", "axis0"], ["joined"], domain=CONTRIB),
         # A word holding a character no vocabulary token holds is one [UNK] to Hugging Face's WordPiece, while the
-        # op emits the pieces before it and then [UNK]: such a character becomes a run longer than
-        # max_input_chars_per_word, which both turn into a single [UNK] for the whole word.
-        h.make_node("Unsqueeze", ["joined", "zero1"], ["joined1"]),
+        # op emits the pieces before it and then [UNK]: such a word is replaced by one letter outside the
+        # vocabulary, which the op maps to [UNK] alone.
+        h.make_node("Expand", ["joined", "one1"], ["joined1"]),
         h.make_node("StringRegexReplace", ["joined1", "uncoverable", "long_run"], ["normal"], domain=CONTRIB),
-        h.make_node("BertTokenizer", ["normal"], ["ids", "types", "mask", "offsets"], domain=CONTRIB,
+        # Only the outputs used: with its offset_mapping output left unread, the op corrupted ONNX Runtime's heap
+        # inside the Loop (measured: a crash in free() after a few rows).
+        h.make_node("BertTokenizer", ["normal"], ["ids", "types", "mask"], domain=CONTRIB,
                     vocab_file="\n".join(tokenizer.vocab), do_lower_case=0, strip_accents=0, tokenize_chinese_chars=0,
                     tokenize_punctuation=0, remove_control_chars=0, unk_token=tokenizer.unk_token,
                     cls_token=tokenizer.cls_token, sep_token=tokenizer.sep_token, suffix_indicator="##",

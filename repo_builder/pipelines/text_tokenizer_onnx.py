@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.export.tokenizer_onnx import op_library_path, tokenizer_model_bytes
 from repo_builder.pipelines.family import FamilyOption, RenderInputs
 from repo_builder.pipelines.settings import PipelineSettings, step_names
 from repo_builder.render import context as ctx
@@ -53,16 +54,12 @@ def op_library(params: Mapping[str, Any]) -> str:
             raise UserError(f"--op-library {given}: give an absolute path (ONNX Runtime opens it as written, "
                             "from the server's working folder otherwise)")
         return str(given)
-    from repo_builder.export.tokenizer_onnx import op_library_path  # onnxruntime-extensions: the export extra
-
     return str(op_library_path())
 
 
 def render_tokenizer_step(inputs: RenderInputs, model_inputs: Sequence[TensorSpec], max_length: int,
                           tokenizer_dir: Path, pipeline_input: str) -> RenderedModel:
     """The preprocessing step as an ONNX Runtime model: TEXT -> exactly the model's inputs."""
-    from repo_builder.export.tokenizer_onnx import tokenizer_model_bytes  # onnx, tokenizers: the export extra
-
     settings: PipelineSettings = inputs.settings
     name = step_names(settings.name)["preprocess"]
     outputs: dict[str, int] = {}
