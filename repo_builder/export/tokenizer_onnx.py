@@ -29,7 +29,8 @@ from typing import Any
 
 from repo_builder.errors import UserError, require
 
-CONTRIB = "ai.onnx.contrib"  # onnxruntime-extensions' op domain
+CONTRIB = "ai.onnx.contrib"
+_SUFFIX = "##"  # onnxruntime-extensions' op domain
 OUTPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 TEXT_INPUT = "TEXT"
 _MAX_CODE_POINT = 0x110000
@@ -98,18 +99,27 @@ def _specials(path: Path, post: dict[str, Any]) -> tuple[str, str]:
 # --- the character table: the checkpoint's own normalizer and pre-tokenizer, per code point -----------------
 
 
+# Markers the character table maps to (never left in the text the op sees): the table's format cannot map to ""
+# nor hold a tab or a line break, and regular expressions over large classes cost ~0.5 ms per text to compile
+# (the ops take patterns as inputs), so both are done by two tiny patterns over these markers instead.
+DELETED, UNCOVERED = "\x01", "\x02"
+_BREAKS = "[\\t\\n\\r]"  # whitespace the table cannot hold as a key: a space, by pattern
+
+
 @dataclass(frozen=True)
 class CharacterTable:
-    deleted: tuple[int, ...]  # code points the normalizer removes
-    spaces: tuple[int, ...]  # code points that become a split (whitespace)
-    mapping: tuple[tuple[str, str], ...]  # character -> its normalized, pre-tokenizer-spaced text
+    mapping: tuple[tuple[str, str], ...]  # character -> its normalized, pre-tokenizer-spaced text (with markers)
 
 
-def character_table(tokenizer_json: Path) -> CharacterTable:
-    """Every code point through the checkpoint's BertNormalizer, then spaced as BertPreTokenizer splits."""
+def character_table(tokenizer: WordPieceTokenizer) -> CharacterTable:
+    """Every assigned code point through the checkpoint's BertNormalizer, spaced as BertPreTokenizer splits;
+    what the normalizer deletes becomes DELETED, a character no vocabulary token holds becomes UNCOVERED."""
+    import unicodedata
+
     tokenizers = require("tokenizers", "export", "the ONNX tokenizer")
-    tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_json))
-    normalizer, pre = tokenizer.normalizer, tokenizer.pre_tokenizer
+    loaded = tokenizers.Tokenizer.from_file(str(tokenizer.path))
+    normalizer, pre = loaded.normalizer, loaded.pre_tokenizer
+    covered = {c for token in tokenizer.vocab for c in token.removeprefix(_SUFFIX)} | {" "}
     kinds: dict[str, str] = {}
 
     def kind(char: str) -> str:
@@ -119,47 +129,29 @@ def character_table(tokenizer_json: Path) -> CharacterTable:
             kinds[char] = "space" if words == ["a", "a"] else "punct" if words == ["a", char, "a"] else "word"
         return kinds[char]
 
-    deleted, spaces, mapping = [], [], []
+    mapping = []
     for code in range(_MAX_CODE_POINT):
-        if 0xD800 <= code < 0xE000:  # surrogates never reach a tokenizer as text
-            continue
         char = chr(code)
+        if code == 0 or 0xD800 <= code < 0xE000 or char in "\t\n\r":  # NUL ends an ONNX Runtime string anyway  # surrogates never reach a tokenizer; breaks: by pattern
+            continue
         normal = normalizer.normalize_str(char)
-        if normal == char and char.isascii() and (char.isalnum() or char == " "):
-            continue  # the common case, quickly
+        if normal == char and char in covered and kind(char) == "word":
+            continue  # the common case: kept as is
+        if normal == char and unicodedata.category(char) == "Cn":
+            continue  # unassigned: left to the op (keeps the table small; see docs/text-preprocess.md)
         pieces = []
         for piece in normal:
             what = kind(piece)
-            pieces.append(" " if what == "space" else f" {piece} " if what == "punct" else piece)
-        spaced = "".join(pieces)
-        if spaced == char:
-            continue
-        if spaced == "":
-            deleted.append(code)
-        elif spaced.strip(" ") == "":
-            spaces.append(code)
-        else:
+            if what == "space":
+                pieces.append(" ")
+            elif piece not in covered:
+                pieces.append(f" {UNCOVERED} " if what == "punct" else UNCOVERED)
+            else:
+                pieces.append(f" {piece} " if what == "punct" else piece)
+        spaced = "".join(pieces) or DELETED
+        if spaced != char:
             mapping.append((char, spaced))
-    return CharacterTable(tuple(deleted), tuple(spaces), tuple(mapping))
-
-
-def _character_class(codes: tuple[int, ...]) -> str:
-    """An RE2 character class of these code points, as ranges."""
-    parts, start, last = [], None, None
-    for code in [*codes, -2]:
-        if start is not None and code == last + 1:  # type: ignore[operator]
-            last = code
-            continue
-        if start is not None:
-            parts.append(f"\\x{{{start:x}}}" if start == last else f"\\x{{{start:x}}}-\\x{{{last:x}}}")
-        start = last = code
-    return "[" + "".join(parts) + "]"
-
-
-def _uncoverable_class(tokenizer: WordPieceTokenizer) -> str:
-    """Characters outside every vocabulary token (and not the space): a negated RE2 class."""
-    covered = {ord(c) for token in tokenizer.vocab for c in token.removeprefix("##")} | {ord(" ")}
-    return _character_class(tuple(c for c in range(_MAX_CODE_POINT) if c not in covered and not 0xD800 <= c < 0xE000))
+    return CharacterTable(tuple(mapping))
 
 
 def _unknown_letter(tokenizer: WordPieceTokenizer) -> str:
@@ -185,25 +177,25 @@ def build_tokenizer_model(tokenizer: WordPieceTokenizer, table: CharacterTable, 
         h.make_tensor("minus1", tp.INT64, [1], [-1]), h.make_tensor("max1", tp.INT64, [1], [max_length]),
         h.make_tensor("axis0", tp.INT64, [], [0]), h.make_tensor("empty", tp.STRING, [], [b""]),
         h.make_tensor("space", tp.STRING, [], [b" "]), h.make_tensor("any_char", tp.STRING, [], [b"(.)"]),
-        h.make_tensor("deleted", tp.STRING, [], [_character_class(table.deleted).encode()]),
-        h.make_tensor("spaces", tp.STRING, [], [_character_class(table.spaces).encode()]),
-        h.make_tensor("uncoverable", tp.STRING, [], [f"[^ ]*{_uncoverable_class(tokenizer)}[^ ]*".encode()]),
-        h.make_tensor("long_run", tp.STRING, [], [_unknown_letter(tokenizer).encode()]),
+        h.make_tensor("breaks", tp.STRING, [], [_BREAKS.encode()]),
+        h.make_tensor("deleted", tp.STRING, [], [b"\\x01"]),
+        h.make_tensor("uncovered_word", tp.STRING, [], [b"[^ ]*\\x02[^ ]*"]),
+        h.make_tensor("unknown_letter", tp.STRING, [], [_unknown_letter(tokenizer).encode()]),
     ]
     mapping = "\n".join(f"{key}\t{value}" for key, value in table.mapping)
     body_nodes = [
         h.make_node("Gather", ["texts", "i"], ["text"], axis=0),
         h.make_node("Expand", ["text", "one1"], ["text1"]),
-        h.make_node("StringRegexReplace", ["text1", "deleted", "empty"], ["kept"], domain=CONTRIB),
-        h.make_node("StringRegexReplace", ["kept", "spaces", "space"], ["spaced"], domain=CONTRIB),
+        h.make_node("StringRegexReplace", ["text1", "breaks", "space"], ["spaced"], domain=CONTRIB),
         h.make_node("StringRegexSplitWithOffsets", ["spaced", "any_char", "any_char"], ["chars", "b", "e", "rows"], domain=CONTRIB),
         h.make_node("StringMapping", ["chars"], ["mapped"], domain=CONTRIB, map=mapping),
         h.make_node("StringJoin", ["mapped", "empty", "axis0"], ["joined"], domain=CONTRIB),
+        h.make_node("Expand", ["joined", "one1"], ["joined1"]),
+        h.make_node("StringRegexReplace", ["joined1", "deleted", "empty"], ["kept"], domain=CONTRIB),
         # A word holding a character no vocabulary token holds is one [UNK] to Hugging Face's WordPiece, while the
         # op emits the pieces before it and then [UNK]: such a word is replaced by one letter outside the
         # vocabulary, which the op maps to [UNK] alone.
-        h.make_node("Expand", ["joined", "one1"], ["joined1"]),
-        h.make_node("StringRegexReplace", ["joined1", "uncoverable", "long_run"], ["normal"], domain=CONTRIB),
+        h.make_node("StringRegexReplace", ["kept", "uncovered_word", "unknown_letter"], ["normal"], domain=CONTRIB),
         # Only the outputs used: with its offset_mapping output left unread, the op corrupted ONNX Runtime's heap
         # inside the Loop (measured: a crash in free() after a few rows).
         h.make_node("BertTokenizer", ["normal"], ["ids", "types", "mask"], domain=CONTRIB,
@@ -260,10 +252,9 @@ def tokenizer_model_bytes(tokenizer_dir: Path, max_length: int, outputs: dict[st
     if not tokenizer_json.is_file():
         raise UserError(f"{tokenizer_dir}: no tokenizer.json; --preprocess onnx needs a saved fast tokenizer")
     tokenizer = read_wordpiece_tokenizer(tokenizer_json)
-    model = build_tokenizer_model(tokenizer, character_table(tokenizer_json), max_length, outputs)
+    model = build_tokenizer_model(tokenizer, character_table(tokenizer), max_length, outputs)
     return bytes(model.SerializeToString())
 
 
 if __name__ == "__main__":  # pragma: no cover - a quick look: python -m repo_builder.export.tokenizer_onnx FOLDER
-    table = character_table(Path(sys.argv[1]) / "tokenizer.json")
-    print(len(table.deleted), len(table.spaces), len(table.mapping))
+    print(len(character_table(read_wordpiece_tokenizer(Path(sys.argv[1]) / "tokenizer.json")).mapping))

@@ -15,6 +15,8 @@ import pytest
 from repo_builder.errors import UserError
 from repo_builder.export.tiny_models import make_tiny_text_classifier
 from repo_builder.export.tokenizer_onnx import (
+    DELETED,
+    UNCOVERED,
     build_tokenizer_model,
     character_table,
     op_library_path,
@@ -104,8 +106,9 @@ def test_onnx_tokenizer_follows_checkpoint_when_cased_without_accent_stripping(t
 
 def test_character_table_differs_when_lowercase_setting_differs(tmp_path: Path) -> None:
     folder = make_tiny_text_classifier(tmp_path / "tiny")
-    table = dict(character_table(folder / "tokenizer.json").mapping)
-    assert table["A"] == "a" and table["é"] == "e" and table[","] == " , "
+    table = dict(character_table(read_wordpiece_tokenizer(folder / "tokenizer.json")).mapping)
+    assert table["A"] == "a" and table["é"] == "e" and table[","] == " , " and table["\x07"] == DELETED
+    assert table["ß"] == UNCOVERED  # not in the tiny vocabulary: its word becomes one [UNK]
 
 
 @pytest.mark.parametrize("change,words", [
@@ -129,6 +132,6 @@ def test_read_wordpiece_tokenizer_refuses_when_op_cannot_reproduce(tmp_path: Pat
 def test_tokenizer_graph_casts_when_model_takes_int32(tmp_path: Path) -> None:
     folder = make_tiny_text_classifier(tmp_path / "tiny")
     tokenizer = read_wordpiece_tokenizer(folder / "tokenizer.json")
-    model = build_tokenizer_model(tokenizer, character_table(folder / "tokenizer.json"), 32, {"input_ids": 6, "attention_mask": 6})
+    model = build_tokenizer_model(tokenizer, character_table(tokenizer), 32, {"input_ids": 6, "attention_mask": 6})
     ids, mask = _session(model).run(None, {"TEXT": np.array([["the fox"], [""]], dtype=object)})
     assert ids.dtype == np.int32 and ids.shape == (2, 4) and mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
