@@ -22,7 +22,7 @@ from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJo
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.pipelines.text_tokenizer_onnx import OPTIONS as PREPROCESS_OPTIONS
-from repo_builder.pipelines.text_tokenizer_onnx import render_tokenizer_step, wants_onnx
+from repo_builder.pipelines.text_tokenizer_onnx import check_checkpoint_tokenizer, render_tokenizer_step, wants_onnx
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
@@ -134,6 +134,7 @@ def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, st
     if max_length is not None and max_length < 1:
         raise UserError(f"--max-length must be >= 1, got {max_length}")
     new_head = head_labels(params.get("new_head"), params.get("num_labels"))
+    check_checkpoint_tokenizer(params, model_dir)
 
     def export(folder: Path) -> OnnxArtifact:
         return export_text_classifier(

@@ -33,7 +33,7 @@ from repo_builder.pipelines.settings import step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.pipelines.text_classification import export_tokenizer_dir, tokenizer_files
 from repo_builder.pipelines.text_tokenizer_onnx import OPTIONS as PREPROCESS_OPTIONS
-from repo_builder.pipelines.text_tokenizer_onnx import render_tokenizer_step, wants_onnx
+from repo_builder.pipelines.text_tokenizer_onnx import check_checkpoint_tokenizer, render_tokenizer_step, wants_onnx
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
@@ -79,6 +79,7 @@ def prepare(params: Mapping[str, Any], options: BuildOptions, steps: Steps) -> F
         raise UserError("build text-embedder needs --model PATH (a sentence-transformers or Hugging Face folder) or --from-export DIR")
     checkpoint = read_embedder_checkpoint(Path(model), pooling=params.get("pooling"), normalize=bool(params.get("normalize")))
     max_length, output_dtype = _max_length(params), str(params.get("output_dtype") or "fp32")
+    check_checkpoint_tokenizer(params, Path(model))
 
     def export(folder: Path) -> OnnxArtifact:
         return export_text_embedder(checkpoint, folder, max_length=max_length, output_dtype=output_dtype,

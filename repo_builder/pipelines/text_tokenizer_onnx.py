@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
-from repo_builder.export.tokenizer_onnx import op_library_path, tokenizer_model_bytes
+from repo_builder.export.tokenizer_onnx import op_library_path, read_wordpiece_tokenizer, tokenizer_model_bytes
 from repo_builder.pipelines.family import FamilyOption, RenderInputs
 from repo_builder.pipelines.settings import PipelineSettings, step_names
 from repo_builder.render import context as ctx
@@ -44,6 +44,14 @@ def wants_onnx(params: Mapping[str, Any]) -> bool:
     if params.get("op_library") and choice != "onnx":
         raise UserError("--op-library is read only with --preprocess onnx")
     return choice == "onnx"
+
+
+def check_checkpoint_tokenizer(params: Mapping[str, Any], model_dir: Path) -> None:
+    """With --preprocess onnx, refuse a checkpoint's tokenizer the graph cannot reproduce before anything is exported."""
+    if wants_onnx(params):
+        op_library(params)
+        if (model_dir / "tokenizer.json").is_file():
+            read_wordpiece_tokenizer(model_dir / "tokenizer.json")
 
 
 def op_library(params: Mapping[str, Any]) -> str:
