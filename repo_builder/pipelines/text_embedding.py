@@ -33,7 +33,11 @@ from repo_builder.pipelines.settings import step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.pipelines.text_classification import export_tokenizer_dir, tokenizer_files
 from repo_builder.pipelines.text_tokenizer_onnx import OPTIONS as PREPROCESS_OPTIONS
-from repo_builder.pipelines.text_tokenizer_onnx import check_checkpoint_tokenizer, render_tokenizer_step, wants_onnx
+from repo_builder.pipelines.text_tokenizer_onnx import (
+    check_checkpoint_tokenizer,
+    render_tokenizer_step,
+    wants_onnx,
+)
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel

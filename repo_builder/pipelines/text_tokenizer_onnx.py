@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
-from repo_builder.export.tokenizer_onnx import op_library_path, read_wordpiece_tokenizer, tokenizer_model_bytes
+from repo_builder.export.tokenizer_onnx import (
+    op_library_path,
+    read_wordpiece_tokenizer,
+    tokenizer_model_bytes,
+)
 from repo_builder.pipelines.family import FamilyOption, RenderInputs
 from repo_builder.pipelines.settings import PipelineSettings, step_names
 from repo_builder.render import context as ctx
