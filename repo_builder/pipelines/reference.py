@@ -77,10 +77,16 @@ def built_ensemble(repository: Path, ensemble: str | None = None) -> BuiltEnsemb
 def served_copy(repository: Path, built: BuiltEnsemble, tritonserver: str | None) -> Iterator[Path]:
     """The folder to serve: the embedded Triton has no ONNX Runtime backend, so an ``onnxruntime`` model step
     is served by the same stand-in ``validate --live`` uses, in a linked copy (the repository is not touched)."""
-    if built.runtime != "onnxruntime" or not locate_tritonserver(tritonserver).bundled:
+    names = step_names(built.name)
+    stand_ins = [names["model"]] if built.runtime == "onnxruntime" else []
+    # --preprocess onnx: the tokenizer step is an ONNX Runtime model too, whatever the model step's runtime.
+    pre_config = repository / names["preprocess"] / "config.pbtxt"
+    if pre_config.is_file() and 'platform: "onnxruntime_onnx"' in pre_config.read_text(encoding="utf-8", errors="replace"):
+        stand_ins.append(names["preprocess"])
+    if not stand_ins or not locate_tritonserver(tritonserver).bundled:
         yield repository
         return
-    staged = stage_repository(repository, [StandIn(step_names(built.name)["model"])])
+    staged = stage_repository(repository, [StandIn(name) for name in stand_ins])
     try:
         yield staged.path
     finally:

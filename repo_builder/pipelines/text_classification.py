@@ -21,6 +21,12 @@ from repo_builder.pipelines.classification import (
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
+from repo_builder.pipelines.text_tokenizer_onnx import OPTIONS as PREPROCESS_OPTIONS
+from repo_builder.pipelines.text_tokenizer_onnx import (
+    check_checkpoint_tokenizer,
+    render_tokenizer_step,
+    wants_onnx,
+)
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
@@ -49,7 +55,9 @@ def render_text_pipeline(
     versions: Mapping[str, int],
     tokenizer_dir: Path,
     origin: str = "signature.json",
+    onnx_inputs: RenderInputs | None = None,
 ) -> tuple[RenderedModel, ...]:
+    """The classification pipeline; with ``onnx_inputs`` (--preprocess onnx) its tokenizer is an ONNX Runtime step."""
     names = step_names(settings.name)
     sig = source.signature
     ctx.require_batch_axis(sig, origin)
@@ -60,17 +68,20 @@ def render_text_pipeline(
             raise UserError(f"{origin}: input '{spec.name}' must be (batch, sequence), got {list(spec.shape)}")
     logits = classifier_logits(sig, labels, origin)
 
-    files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre).encode()}
-    files.update(tokenizer_files(tokenizer_dir))
-    pre_model = render_preprocess_step(
-        env,
-        settings,
-        versions[names["preprocess"]],
-        pipeline_input=TEXT_INPUT,
-        outputs=[ctx.tensor_context(t.name, t.dtype, [-1]) for t in sig.inputs],
-        comment="Preprocessing: one UTF-8 text per row -> token ids padded to the batch's longest (multiple of 8).",
-        files=files,
-    )
+    if onnx_inputs is not None:
+        pre_model = render_tokenizer_step(onnx_inputs, sig.inputs, int(pre["max_length"]), tokenizer_dir, TEXT_INPUT)
+    else:
+        files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre).encode()}
+        files.update(tokenizer_files(tokenizer_dir))
+        pre_model = render_preprocess_step(
+            env,
+            settings,
+            versions[names["preprocess"]],
+            pipeline_input=TEXT_INPUT,
+            outputs=[ctx.tensor_context(t.name, t.dtype, [-1]) for t in sig.inputs],
+            comment="Preprocessing: one UTF-8 text per row -> token ids padded to the batch's longest (multiple of 8).",
+            files=files,
+        )
     return render_classification_pipeline(
         env,
         source,
@@ -95,6 +106,7 @@ TEXT_CLASSIFIER_OPTIONS = (
     FamilyOption(("--new-head",), "new_head", "A checkpoint without a classification head (a bare encoder): add an untrained one "
                  "with these labels (one per line); signature.json records head: untrained.", kind="path", metavar="LABELS_FILE"),
     FamilyOption(("--num-labels",), "num_labels", "Like --new-head, with N labels named LABEL_0 ... LABEL_N-1.", kind="int", metavar="N"),
+    *PREPROCESS_OPTIONS,
 )
 
 
@@ -110,7 +122,8 @@ def export_tokenizer_dir(artifact: OnnxArtifact) -> Path:
 def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
     labels = family_labels(inputs)
     return render_text_pipeline(inputs.env, inputs.source, inputs.artifact.signature, labels, inputs.settings, inputs.versions,
-                                export_tokenizer_dir(inputs.artifact), origin=inputs.origin)
+                                export_tokenizer_dir(inputs.artifact), origin=inputs.origin,
+                                onnx_inputs=inputs if wants_onnx(inputs.params) else None)
 
 
 def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
@@ -125,13 +138,15 @@ def prepare_text_classifier(params: Mapping[str, Any], options: BuildOptions, ph
     if max_length is not None and max_length < 1:
         raise UserError(f"--max-length must be >= 1, got {max_length}")
     new_head = head_labels(params.get("new_head"), params.get("num_labels"))
+    check_checkpoint_tokenizer(params, model_dir)
 
     def export(folder: Path) -> OnnxArtifact:
         return export_text_classifier(
             model_dir, folder, max_length=max_length, check_parity=options.check_parity, new_head=new_head, phases=phases
         )
 
-    record = {"model": str(model_dir.resolve()), "max_length": max_length, "new_head": new_head is not None}
+    record = {"model": str(model_dir.resolve()), "max_length": max_length, "new_head": new_head is not None,
+              "preprocess": "onnx" if wants_onnx(params) else "python"}
     return FamilyJob(export=export, record=record, describe=f"exporting {model_dir.name} to ONNX")
 
 

@@ -32,6 +32,12 @@ from repo_builder.pipelines.family import (
 from repo_builder.pipelines.settings import step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.pipelines.text_classification import export_tokenizer_dir, tokenizer_files
+from repo_builder.pipelines.text_tokenizer_onnx import OPTIONS as PREPROCESS_OPTIONS
+from repo_builder.pipelines.text_tokenizer_onnx import (
+    check_checkpoint_tokenizer,
+    render_tokenizer_step,
+    wants_onnx,
+)
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source
 from repo_builder.render.rendered import RenderedModel
@@ -59,7 +65,7 @@ _COMMON = (
     FamilyOption(("--output-dtype",), "output_dtype", "EMBEDDING's type: fp32, or fp16 (half the bytes, ~1e-3 rounding).",
                  default="fp32", kind="choice", choices=OUTPUT_DTYPES),
 )
-OPTIONS = (FamilyOption(("--model",), "model", _MODEL_HELP, kind="path"), *_COMMON)
+OPTIONS = (FamilyOption(("--model",), "model", _MODEL_HELP, kind="path"), *_COMMON, *PREPROCESS_OPTIONS)
 EXPORT_OPTIONS = (FamilyOption(("--model",), "model", _MODEL_HELP, kind="path", required=True), *_COMMON)
 
 
@@ -77,13 +83,15 @@ def prepare(params: Mapping[str, Any], options: BuildOptions, phases: Phases) ->
         raise UserError("build text-embedder needs --model PATH (a sentence-transformers or Hugging Face folder) or --from-export DIR")
     checkpoint = read_embedder_checkpoint(Path(model), pooling=params.get("pooling"), normalize=bool(params.get("normalize")))
     max_length, output_dtype = _max_length(params), str(params.get("output_dtype") or "fp32")
+    check_checkpoint_tokenizer(params, Path(model))
 
     def export(folder: Path) -> OnnxArtifact:
         return export_text_embedder(checkpoint, folder, max_length=max_length, output_dtype=output_dtype,
                                     check_parity=options.check_parity, phases=phases)
 
     record = {"model": str(Path(model).resolve()), "pooling": checkpoint.pooling, "normalize": checkpoint.normalize,
-              "max_length": max_length, "output_dtype": output_dtype, "pooling_from": checkpoint.origin}
+              "max_length": max_length, "output_dtype": output_dtype, "pooling_from": checkpoint.origin,
+              "preprocess": "onnx" if wants_onnx(params) else "python"}
     return FamilyJob(export=export, record=record, describe=f"exporting {Path(model).name} to ONNX (pooling fused)")
 
 
@@ -126,14 +134,17 @@ def render(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
     output = next((t for t in sig.outputs if t.name == embedding["output"]), None)
     if output is None or len(sig.outputs) != 1 or len(output.triton_dims(sig.batch_axis)) != 1:
         raise UserError(f"{origin}: the model must have one output '{embedding['output']}' of shape (batch, dim)")
-    files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre_context).encode()}
-    files.update(tokenizer_files(export_tokenizer_dir(inputs.artifact)))
-    pre = render_preprocess_step(
-        env, settings, versions[names["preprocess"]], pipeline_input=TEXT_INPUT,
-        outputs=[ctx.tensor_context(t.name, t.dtype, [-1]) for t in sig.inputs],
-        comment="Preprocessing: one UTF-8 text per row -> token ids padded to the batch's longest (multiple of 8).",
-        files=files,
-    )
+    if wants_onnx(inputs.params):  # --preprocess onnx: the tokenizer as an ONNX Runtime step
+        pre = render_tokenizer_step(inputs, sig.inputs, int(pre_context["max_length"]), export_tokenizer_dir(inputs.artifact), TEXT_INPUT)
+    else:
+        files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre_context).encode()}
+        files.update(tokenizer_files(export_tokenizer_dir(inputs.artifact)))
+        pre = render_preprocess_step(
+            env, settings, versions[names["preprocess"]], pipeline_input=TEXT_INPUT,
+            outputs=[ctx.tensor_context(t.name, t.dtype, [-1]) for t in sig.inputs],
+            comment="Preprocessing: one UTF-8 text per row -> token ids padded to the batch's longest (multiple of 8).",
+            files=files,
+        )
     dims = list(output.triton_dims(sig.batch_axis))
     steps = pre_model_steps(names, pipeline_inputs=[TEXT_INPUT], model_inputs=[t.name for t in sig.inputs],
                             model_outputs={output.name: EMBEDDING_OUTPUT})

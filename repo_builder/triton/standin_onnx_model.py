@@ -180,14 +180,24 @@ def _settings() -> dict[str, Any]:
     return json.loads((Path(__file__).parent / SETTINGS_FILE).read_text(encoding="utf-8"))
 
 
-def _session() -> Any:
+def op_libraries(config: Mapping[str, Any]) -> list[str]:
+    """``model_operations.op_library_filename``: the custom-op libraries the backend registers before loading."""
+    operations = config.get("model_operations") or {}
+    return [str(p) for p in (operations.get("op_library_filename") or [])] if isinstance(operations, Mapping) else []
+
+
+def _session(config: Mapping[str, Any]) -> Any:
     import onnxruntime  # heavy: imported by the stub only
 
     onnx_file = Path(__file__).parent / str(_settings()["onnx"])
     if onnx_file.is_dir():  # Triton accepts a model.onnx folder holding model.onnx (external data beside it)
         onnx_file = onnx_file / "model.onnx"
+    options = onnxruntime.SessionOptions()
     try:
-        return onnxruntime.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+        # As the backend does (onnxruntime.cc): each library registered as written, before the session loads.
+        for library in op_libraries(config):
+            options.register_custom_ops_library(library)
+        return onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime's own load errors: the backend refuses the model with them
         raise StandInRefusal(f"onnx runtime error: {' '.join(str(exc).split())}") from None
 
@@ -198,7 +208,7 @@ class TritonPythonModel:
     @staticmethod
     def auto_complete_config(auto_complete_model_config: Any) -> Any:
         config = auto_complete_model_config.as_dict()
-        inputs, outputs = graph_io(_session())
+        inputs, outputs = graph_io(_session(config))
         done = completed_config(config, inputs, outputs)
         if int(done.get("max_batch_size", 0) or 0) != int(config.get("max_batch_size", 0) or 0):
             auto_complete_model_config.set_max_batch_size(int(done["max_batch_size"]))
@@ -210,7 +220,7 @@ class TritonPythonModel:
 
     def initialize(self, args: Mapping[str, str]) -> None:
         self.config = json.loads(args["model_config"])
-        self.session = _session()
+        self.session = _session(self.config)
         inputs, outputs = graph_io(self.session)
         check_config(self.config, inputs, outputs)
         self.outputs = [str(o["name"]) for o in self.config.get("output", [])]

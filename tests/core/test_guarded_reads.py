@@ -60,6 +60,8 @@ EXCEPTIONS: dict[str, str] = {
     "export/exporter.py::_native_stdout_silenced::os.open": NOT_A_FILE + " (os.devnull)",
     "export/onnx_reader.py::_load::onnx.load": WRITTEN + " (the ONNX export just wrote) or " + USER_NAMED,
     "export/hf_checkpoint.py::load_config::config_file.read_text": USER_NAMED + " (--model DIR)",
+    "export/tokenizer_onnx.py::read_wordpiece_tokenizer::tokenizer_json.read_text": WRITTEN + " (the export's saved tokenizer) or " + USER_NAMED,
+    "pipelines/reference.py::served_copy::pre_config.read_text": WRITTEN + " (the repository build just wrote, checked against its manifest)",
     "export/text_classifier.py::head_labels::labels_file.read_text": USER_NAMED + " (--labels)",
     "export/hf_checkpoint.py::load_config::AutoConfig.from_pretrained": USER_NAMED + " (--model DIR, local_files_only)",
     "export/text_classifier.py::_load_model::AutoModelForSequenceClassification.from_pretrained": USER_NAMED + " (--model DIR)",

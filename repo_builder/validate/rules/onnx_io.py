@@ -6,9 +6,11 @@ every finding of a model is computed once (analysis/onnx_model.py) and each rule
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from repo_builder.validate.analysis.onnx_model import check_onnx_model
+from repo_builder.validate.analysis.resolve import model_backend
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
 
@@ -118,6 +120,53 @@ def check_onnx_max_batch_size_autofilled(model: ModelEntry, ctx: RuleContext) ->
     yield from _findings("RB607", model, ctx)
 
 
+# Backends that register model_operations libraries (onnxruntime.cc RegisterCustomOpsLibrary, tensorflow TF_LoadLibrary).
+_OP_LIBRARY_BACKENDS = ("onnxruntime", "tensorflow")
+
+
+@rule("RB608", "onnx-op-library", field="model_operations")
+def check_onnx_op_library(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+    """A ``model_operations { op_library_filename }`` library is not where the server will look for it.
+
+    Triton's ONNX Runtime backend hands each ``op_library_filename`` to ONNX Runtime's
+    ``RegisterCustomOpsLibrary`` exactly as written, before it creates the session (``src/onnxruntime.cc``);
+    that is ``dlopen``: an absolute path is opened as is, a path with a slash is taken from the server's
+    working folder (never the model folder), a bare file name is searched on the library path. A library
+    that is missing fails the load ("Failed to load library"), and a model using its ops (onnxruntime-extensions'
+    tokenizer: ``repo-builder build text-embedder --preprocess onnx``) cannot load without it. The check looks
+    for an absolute path on this machine (validate where the server runs, or ship the library to that path);
+    it never opens or loads the library. A bare file name cannot be checked offline and is reported as a
+    warning; ``validate --live`` loads it for real through the ONNX Runtime stand-in.
+
+    Fails: ``op_library_filename: "1/libortextensions.so"`` (relative to the server's working folder), or an
+    absolute path that does not exist here.
+
+    Passes: ``op_library_filename: "/opt/tritonserver/lib/libortextensions.so"`` with the library there.
+    """
+    if model.config is None or not model.config.HasField("model_operations"):
+        return
+    backend = model_backend(model)
+    if backend not in _OP_LIBRARY_BACKENDS:
+        yield Finding(f"model_operations is ignored by the {backend or 'unknown'} backend; it loads no op library",
+                      hint="remove model_operations, or serve the model on the onnxruntime backend",
+                      severity=Severity.WARNING)
+        return
+    for library in model.config.model_operations.op_library_filename:
+        if not library:
+            yield Finding("model_operations.op_library_filename is empty", hint="give the library's absolute path")
+        elif "/" not in library:
+            yield Finding(f"op library '{library}' is searched on the server's library path (LD_LIBRARY_PATH), which "
+                          "validate cannot see", hint="give an absolute path so validate can check it",
+                          severity=Severity.WARNING)
+        elif not library.startswith("/"):
+            yield Finding(f"op library '{library}' is relative: ONNX Runtime opens it from the server's working folder, "
+                          "not from the model folder", hint="give the library's absolute path on the server")
+        elif not os.path.isfile(library):
+            yield Finding(f"op library '{library}' does not exist on this machine; the model fails to load without it",
+                          hint="install onnxruntime-extensions' library at that path on the server (or rebuild with "
+                               "--op-library PATH), and validate there")
+
+
 RULES: tuple[Rule, ...] = (
     check_onnx_unreadable,
     check_onnx_input_count,
@@ -126,4 +175,5 @@ RULES: tuple[Rule, ...] = (
     check_onnx_dims_mismatch,
     check_onnx_batching_unsupported,
     check_onnx_max_batch_size_autofilled,
+    check_onnx_op_library,
 )

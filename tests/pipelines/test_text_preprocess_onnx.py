@@ -1,0 +1,74 @@
+"""build text-classifier / text-embedder --preprocess onnx: the tokenizer as an ONNX Runtime step loading
+onnxruntime-extensions' library (model_operations), proven live through the stand-in and against the family's
+reference; bad option combinations and tokenizers the op cannot reproduce refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repo_builder.cli.main import main
+from repo_builder.export.tiny_embedder import make_tiny_sentence_transformer
+from repo_builder.export.tiny_models import make_tiny_text_classifier
+from repo_builder.pipelines.reference import check_reference
+from repo_builder.render.parse_back import parse_config
+
+pytest.importorskip("onnxruntime_extensions", reason="onnxruntime-extensions (the export extra) is not installed")
+
+
+def _error(argv: list[str], capsys: Any) -> str:
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.triton
+def test_text_classifier_served_without_python_preprocess_when_preprocess_onnx(tmp_path: Path, capsys: Any) -> None:
+    model = make_tiny_text_classifier(tmp_path / "bert")
+    repo = tmp_path / "repo"
+    capsys.readouterr()
+    code = main(["build", "text-classifier", "--model", str(model), "--out", str(repo), "--runtime", "python",
+                 "--preprocess", "onnx", "--live", "--format", "json", "-q"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["validation"]["ok"] is True, summary
+    pre = repo / "text_classifier_preprocess"
+    config = parse_config((pre / "config.pbtxt").read_text(), "preprocess")
+    assert config.platform == "onnxruntime_onnx" and not (pre / "1" / "model.py").exists()
+    assert [Path(p).is_file() for p in config.model_operations.op_library_filename] == [True]
+    # text-classifier declares no reference check; --live above served the ensemble through the stand-in.
+
+
+@pytest.mark.triton
+def test_text_embedder_matches_sentence_transformers_when_preprocess_onnx(tmp_path: Path, capsys: Any) -> None:
+    model = make_tiny_sentence_transformer(tmp_path / "st", max_seq_length=48)
+    repo = tmp_path / "repo"
+    capsys.readouterr()
+    code = main(["build", "text-embedder", "--model", str(model), "--out", str(repo), "--runtime", "python",
+                 "--preprocess", "onnx", "--live", "--format", "json", "-q"])
+    assert code == 0, capsys.readouterr()
+    report = check_reference(repo, minimum_cases=200)
+    assert report.passed and report.cases >= 200, report.failures
+
+
+def test_op_library_refused_when_relative_or_without_onnx(tmp_path: Path, capsys: Any) -> None:
+    model = make_tiny_text_classifier(tmp_path / "bert")
+    base = ["build", "text-classifier", "--model", str(model), "--out", str(tmp_path / "repo"), "--runtime", "python", "-q"]
+    assert "--op-library" in _error([*base, "--op-library", "/opt/lib.so"], capsys)
+    assert "absolute path" in _error([*base, "--preprocess", "onnx", "--op-library", "lib/x.so"], capsys)
+    assert not (tmp_path / "repo").exists()
+
+
+def test_build_refuses_tokenizer_op_cannot_reproduce_when_preprocess_onnx(tmp_path: Path, capsys: Any) -> None:
+    model = make_tiny_text_classifier(tmp_path / "bert")
+    data = json.loads((model / "tokenizer.json").read_text())
+    data["pre_tokenizer"] = {"type": "Whitespace"}
+    (model / "tokenizer.json").write_text(json.dumps(data))
+    err = _error(["build", "text-classifier", "--model", str(model), "--out", str(tmp_path / "repo"), "--runtime", "python",
+                  "--preprocess", "onnx", "--no-parity", "-q"], capsys)
+    assert "tokenizer.json" in err and "Whitespace" in err and "--preprocess python" in err
+    assert not (tmp_path / "repo").exists()
