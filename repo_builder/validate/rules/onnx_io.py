@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from repo_builder.validate.analysis.onnx_model import check_onnx_model
+from repo_builder.validate.analysis.onnx_model import check_onnx_model, onnx_filename
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
 
@@ -116,6 +116,12 @@ def check_onnx_max_batch_size_autofilled(model: ModelEntry, ctx: RuleContext) ->
     Passes: ``max_batch_size: 8`` written explicitly, or inputs and outputs both declared.
     """
     yield from _findings("RB607", model, ctx)
+
+
+def applies(model: ModelEntry, ctx: RuleContext) -> bool:
+    """Whether a rule of this module can find anything: every one reads ``check_onnx_model``, which is
+    empty unless the model runs on ONNX Runtime (the engine skips the rest for other models)."""
+    return onnx_filename(model, ctx) is not None
 
 
 RULES: tuple[Rule, ...] = (
