@@ -179,14 +179,9 @@ def _open_beneath(base: str, relative: str, label: str, resolved: bool = True) -
         os.close(fd)
 
 
-@contextmanager
-def open_repository_file(path: Path, root: Path, kind: FileKind, what: str | None = None) -> Iterator[tuple[int, int]]:
-    """``(fd, size)`` of ``path``, a regular file inside ``root`` within ``kind``'s limit; else UnsafeFile.
-
-    The descriptor is closed on exit. For mmap (ONNX), streaming (hashes) and headers; whole files go
-    through ``read_repository_file``.
-    """
-    label = what or path.name
+def _open_checked(path: Path, root: Path, kind: FileKind, label: str) -> tuple[int, int]:
+    """``(fd, size)`` of a regular file inside ``root`` within ``kind``'s limit, else UnsafeFile; the
+    caller closes the descriptor."""
     base, relative, resolved = _resolve(path, root, label)
     try:
         try:
@@ -208,7 +203,22 @@ def open_repository_file(path: Path, root: Path, kind: FileKind, what: str | Non
             raise UnsafeFile(
                 f"{label} is {st.st_size:,} bytes, over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big"
             )
-        yield fd, st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+@contextmanager
+def open_repository_file(path: Path, root: Path, kind: FileKind, what: str | None = None) -> Iterator[tuple[int, int]]:
+    """``(fd, size)`` of ``path``, a regular file inside ``root`` within ``kind``'s limit; else UnsafeFile.
+
+    The descriptor is closed on exit. For mmap (ONNX), streaming (hashes) and headers; whole files go
+    through ``read_repository_file``.
+    """
+    fd, size = _open_checked(path, root, kind, what or path.name)
+    try:
+        yield fd, size
     finally:
         os.close(fd)
 
@@ -221,7 +231,8 @@ def read_repository_file(path: Path, root: Path, kind: FileKind, what: str | Non
     model may not share). A ``prefix`` kind returns only the first ``kind.limit`` bytes of any file.
     """
     label = what or path.name
-    with open_repository_file(path, root, kind, label) as (fd, _):
+    fd, _ = _open_checked(path, root, kind, label)  # no context manager: one per file read adds up in validate
+    try:
         chunks: list[bytes] = []
         left = kind.limit + (0 if kind.prefix else 1)
         while left > 0:
@@ -233,6 +244,8 @@ def read_repository_file(path: Path, root: Path, kind: FileKind, what: str | Non
                 break
             chunks.append(chunk)
             left -= len(chunk)
+    finally:
+        os.close(fd)
     data = b"".join(chunks)
     if not kind.prefix and len(data) > kind.limit:  # grew while being read
         raise UnsafeFile(f"{label} is over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big")
