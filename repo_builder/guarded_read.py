@@ -8,10 +8,13 @@ listed there as an exception (files the user names on the command line, files a 
 
 What it guarantees, whatever the repository holds:
 
-- **Nothing outside is opened.** The path is resolved (``realpath``: only ``lstat``/``readlink``, no
-  open) and must lie inside the resolved root; then it is opened component by component from the root
-  with ``O_NOFOLLOW``, so a link swapped in after the check fails the open (``ELOOP``) instead of being
-  followed. A link that stays inside the repository is read, as Triton would read it.
+- **Nothing outside is opened.** A path written below the root (``root/a/b``, no ``..``) is opened
+  component by component from the root with ``O_NOFOLLOW``: no component can be a link, so the file lies
+  inside (no ``realpath`` needed: the common case, and most of validate's reads). Any other path, or a
+  walk that meets a link, is resolved (``realpath``: only ``lstat``/``readlink``, no open) and must lie
+  inside the resolved root; then it is opened the same way from the resolved root, so a link swapped in
+  after the check fails the open (``ELOOP``) instead of being followed. A link that stays inside the
+  repository is read, as Triton would read it.
 - **Only regular files are opened.** Each component is ``lstat``-ed before its ``open`` (a FIFO, socket
   or device is never opened) and the file is ``fstat``-ed once open (``O_NONBLOCK``: a FIFO swapped in
   cannot block).
@@ -69,6 +72,7 @@ KINDS = (CONFIG, PYTHON, MANIFEST, SIDECAR, LABELS, TOKENIZER, SETTINGS, ONNX, H
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+_ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # the root as the user gave it, links and all
 
 
 class UnsafeFile(Exception):
@@ -87,7 +91,29 @@ def _inside(path: str, root: str) -> str | None:
     return path[len(prefix):] if path.startswith(prefix) else None
 
 
-def _resolve(path: Path, root: Path, label: str) -> tuple[str, str]:
+def written_below(path: Path, root: Path) -> str | None:
+    """``path`` relative to ``root`` when it is written below it with plain components (no ``.``, ``..``
+    or empty part), else None. Lexical: no system call."""
+    text, base = os.fspath(path), os.fspath(root)
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    if not text.startswith(prefix):
+        return None
+    relative = text[len(prefix):]
+    return None if any(part in ("", ".", "..") for part in relative.split(os.sep)) else relative
+
+
+def _resolve(path: Path, root: Path, label: str) -> tuple[str, str, bool]:
+    """(base folder, path relative to it, whether the base is resolved) or UnsafeFile; opens nothing.
+
+    A path written below the root needs no resolving: the walk from the root refuses every link, and on
+    meeting one (or anything unusual) ``open_repository_file`` resolves for real (``_resolve_real``)."""
+    relative = written_below(path, root)
+    if relative is not None:
+        return os.fspath(root), relative, False
+    return (*_resolve_real(path, root, label), True)
+
+
+def _resolve_real(path: Path, root: Path, label: str) -> tuple[str, str]:
     """(resolved root, resolved path relative to it) or UnsafeFile; opens nothing."""
     try:
         real_root = os.path.realpath(root, strict=True)
@@ -108,6 +134,10 @@ def _resolve(path: Path, root: Path, label: str) -> tuple[str, str]:
     return real_root, relative
 
 
+class _NotPlain(Exception):
+    """The unresolved walk met a link or an error: resolve the path for real and walk again."""
+
+
 def _refuse_kind(mode: int, label: str) -> None:
     if stat.S_ISDIR(mode):
         raise UnsafeFile(f"{label} is a folder, not a file; not read", "folder")
@@ -115,37 +145,49 @@ def _refuse_kind(mode: int, label: str) -> None:
         raise UnsafeFile(f"{label} is not a regular file (a FIFO, socket or device); not read (replace it with a file)", "special")
 
 
-def _open_beneath(real_root: str, relative: str, label: str) -> int:
-    """Open ``relative`` under ``real_root`` one component at a time, never following a link."""
+def _open_beneath(base: str, relative: str, label: str, resolved: bool = True) -> int:
+    """Open ``relative`` under ``base`` one component at a time, never following a link.
+
+    ``resolved=False``: ``base`` is the root as given (its own links are the user's and followed) and any
+    link or error below it raises ``_NotPlain`` instead of a refusal."""
     parts = [p for p in relative.split(os.sep) if p]
     if not parts:
         raise UnsafeFile(f"{label} is a folder, not a file; not read", "folder")
-    fd = os.open(real_root, _DIR_FLAGS)
+    try:
+        fd = os.open(base, _DIR_FLAGS if resolved else _ROOT_FLAGS)
+    except (OSError, ValueError):
+        if resolved:
+            raise
+        raise _NotPlain from None
     try:
         for part in parts[:-1]:
             child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = child
         mode = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode  # before any open
-        if stat.S_ISLNK(mode):  # realpath resolved every link: this one was swapped in since
+        if stat.S_ISLNK(mode):  # resolved: realpath resolved every link, so this one was swapped in since
+            if not resolved:
+                raise _NotPlain
             raise UnsafeFile(f"{label} changed into a symlink while being read; not read", "outside")
         _refuse_kind(mode, label)
         return os.open(parts[-1], _FLAGS, dir_fd=fd)
+    except (OSError, ValueError):
+        if resolved:
+            raise
+        raise _NotPlain from None
     finally:
         os.close(fd)
 
 
-@contextmanager
-def open_repository_file(path: Path, root: Path, kind: FileKind, what: str | None = None) -> Iterator[tuple[int, int]]:
-    """``(fd, size)`` of ``path``, a regular file inside ``root`` within ``kind``'s limit; else UnsafeFile.
-
-    The descriptor is closed on exit. For mmap (ONNX), streaming (hashes) and headers; whole files go
-    through ``read_repository_file``.
-    """
-    label = what or path.name
-    real_root, relative = _resolve(path, root, label)
+def _open_checked(path: Path, root: Path, kind: FileKind, label: str) -> tuple[int, int]:
+    """``(fd, size)`` of a regular file inside ``root`` within ``kind``'s limit, else UnsafeFile; the
+    caller closes the descriptor."""
+    base, relative, resolved = _resolve(path, root, label)
     try:
-        fd = _open_beneath(real_root, relative, label)
+        try:
+            fd = _open_beneath(base, relative, label, resolved)
+        except _NotPlain:  # a link or an error on the plain walk: resolve, then walk from the resolved root
+            fd = _open_beneath(*_resolve_real(path, root, label), label)
     except UnsafeFile:
         raise
     except OSError as exc:
@@ -161,7 +203,22 @@ def open_repository_file(path: Path, root: Path, kind: FileKind, what: str | Non
             raise UnsafeFile(
                 f"{label} is {st.st_size:,} bytes, over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big"
             )
-        yield fd, st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+@contextmanager
+def open_repository_file(path: Path, root: Path, kind: FileKind, what: str | None = None) -> Iterator[tuple[int, int]]:
+    """``(fd, size)`` of ``path``, a regular file inside ``root`` within ``kind``'s limit; else UnsafeFile.
+
+    The descriptor is closed on exit. For mmap (ONNX), streaming (hashes) and headers; whole files go
+    through ``read_repository_file``.
+    """
+    fd, size = _open_checked(path, root, kind, what or path.name)
+    try:
+        yield fd, size
     finally:
         os.close(fd)
 
@@ -174,7 +231,8 @@ def read_repository_file(path: Path, root: Path, kind: FileKind, what: str | Non
     model may not share). A ``prefix`` kind returns only the first ``kind.limit`` bytes of any file.
     """
     label = what or path.name
-    with open_repository_file(path, root, kind, label) as (fd, _):
+    fd, _ = _open_checked(path, root, kind, label)  # no context manager: one per file read adds up in validate
+    try:
         chunks: list[bytes] = []
         left = kind.limit + (0 if kind.prefix else 1)
         while left > 0:
@@ -186,6 +244,8 @@ def read_repository_file(path: Path, root: Path, kind: FileKind, what: str | Non
                 break
             chunks.append(chunk)
             left -= len(chunk)
+    finally:
+        os.close(fd)
     data = b"".join(chunks)
     if not kind.prefix and len(data) > kind.limit:  # grew while being read
         raise UnsafeFile(f"{label} is over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big")

@@ -20,7 +20,7 @@ from repo_builder.validate.records import (
     ValidateOptions,
 )
 from repo_builder.validate.report import ModelSummary, Report
-from repo_builder.validate.rules import RULES
+from repo_builder.validate.rules import GATES, RULES, Gate
 from repo_builder.validate.scan import scan_repository
 
 
@@ -107,14 +107,21 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     ]
     # About 55 rules per model and most find nothing: the loop stays lean, a Diagnostic is built only
     # for an actual finding.
-    every = tuple((r, r.check) for r in rules if not r.repository_level)
-    plain = tuple((r, check) for r, check in every if not r.ensemble_only)
+    every = tuple((r, r.check, GATES.get(r)) for r in rules if not r.repository_level)
+    plain = tuple(item for item in every if not item[0].ensemble_only)
     # A folder that is not a repository (a model folder, an export): its subfolders are no models, and
     # judging them would only bury the one diagnostic that says what to pass instead.
     wrong_folder = any(d.severity == Severity.ERROR for d in diagnostics)
     for model in () if wrong_folder else judging_order(repository):
         found: list[Diagnostic] = []
-        for r, check in every if model.is_ensemble else plain:
+        gates: dict[Gate, bool] = {}  # each family's gate, asked once for this model
+        for r, check, gate in every if model.is_ensemble else plain:
+            if gate is not None:
+                open_ = gates.get(gate)
+                if open_ is None:
+                    open_ = gates[gate] = gate(model, ctx)
+                if not open_:
+                    continue
             for f in check(model, ctx):
                 found.append(_diagnostic(r, f, model, root))
         refused[model.name] = any(d.severity == Severity.ERROR for d in found)

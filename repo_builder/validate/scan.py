@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 from collections.abc import Sequence
@@ -50,6 +51,11 @@ def parse_version_name(name: str) -> tuple[int | None, str | None]:
 
 def _entry(entry: os.DirEntry[str], root: Path) -> FileEntry:
     # os.scandir's entries know their type without a syscall; only sizes and symlink targets cost one.
+    try:  # the common case first: no link (any error: the full path below decides)
+        if not entry.is_symlink():
+            return FileEntry(entry.name, True) if entry.is_dir() else FileEntry(entry.name, False, entry.stat().st_size)
+    except OSError:
+        pass
     name = entry.name
     is_link = False
     try:
@@ -72,10 +78,13 @@ def _target_inside(link: str, root: Path) -> bool:
     return Path(target).is_relative_to(root)
 
 
+_by_name = operator.attrgetter("name")
+
+
 def _list(path: Path, root: Path) -> tuple[tuple[FileEntry, ...], str | None]:
     try:
         with os.scandir(path) as it:
-            children = sorted(it, key=lambda e: e.name)
+            children = sorted(it, key=_by_name)
         return tuple(_entry(c, root) for c in children), None
     except OSError as exc:
         return (), f"cannot list {path}: {exc.strerror or exc}"

@@ -7,21 +7,41 @@ blocking read, a device never read to its (missing) end.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from repo_builder.guarded_read import FileKind, UnsafeFile, read_repository_file
+from repo_builder.guarded_read import FileKind, UnsafeFile, read_repository_file, written_below
 
 __all__ = ["UnsafeFile", "read_bounded", "regular_file_size", "relative_inside", "resolves_inside"]
 
 
 def resolves_inside(path: Path, root: Path) -> bool:
     """Whether ``path`` (following every symlink) stays inside ``root``; False when it cannot be resolved."""
+    relative = written_below(path, root)
+    if relative is not None and _no_link_below(os.fspath(root), relative):
+        return True  # realpath(path) is realpath(root) joined with the same plain parts
     try:
         return path.resolve().is_relative_to(root.resolve())
     except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte in a config string
         return False
+
+
+def _no_link_below(base: str, relative: str) -> bool:
+    """Whether no component of ``relative`` under ``base`` is a symlink (``lstat`` each, as ``realpath``
+    would). A missing component ends the walk as a non-strict ``resolve`` does: the rest is plain text."""
+    current = base
+    for part in relative.split(os.sep):
+        current = os.path.join(current, part)
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return False
+        except OSError as exc:  # missing, or beneath a file: non-strict resolve appends the rest unchanged
+            return exc.errno in (errno.ENOENT, errno.ENOTDIR)  # anything else (a loop above): resolve decides
+        except ValueError:  # a NUL byte: resolve decides (it refuses)
+            return False
+    return True
 
 
 def read_bounded(path: Path, root: Path, limit: int, what: str | None = None) -> bytes:

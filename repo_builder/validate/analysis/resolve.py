@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from functools import partial
 
 from repo_builder.validate.analysis.backends import (
     FIL_DEFAULT_MODEL_TYPE,
@@ -135,6 +134,7 @@ _BY_FILE = (
     ("onnxruntime", ORT_ONNX, "model.onnx", None),
     ("openvino", "", "model.xml", None),
 )
+_PYTHON = ("python", "", "model.py", None)
 
 
 def _by_file(p: str, b: str, f: str, probe: _Probe, entry: tuple[str, str, str, bool | None]) -> ResolvedBackend | None:
@@ -187,15 +187,18 @@ def _resolve(model: ModelEntry) -> ResolvedBackend:
     f = config.default_model_filename if config is not None else ""
     first = first_folder(model)
     probe = _Probe(first, scan=not f and first is not None)
-    for step in (
-        partial(_tensorflow, p, b, f, probe),
-        *(partial(_by_file, p, b, f, probe, e) for e in _BY_FILE),
-        partial(_pytorch, p, b, f, probe, config.runtime if config is not None else ""),
-        partial(_by_file, p, b, f, probe, ("python", "", "model.py", None)),
-    ):
-        resolved = step()
+    # In core's order; plain calls (no partials): this runs once per model of every validate.
+    resolved = _tensorflow(p, b, f, probe)
+    for entry in _BY_FILE:
         if resolved is not None:
-            return replace(resolved, runtime=config.runtime) if config is not None and config.runtime else resolved
+            break
+        resolved = _by_file(p, b, f, probe, entry)
+    if resolved is None:
+        resolved = _pytorch(p, b, f, probe, config.runtime if config is not None else "")
+    if resolved is None:
+        resolved = _by_file(p, b, f, probe, _PYTHON)
+    if resolved is not None:
+        return replace(resolved, runtime=config.runtime) if config is not None and config.runtime else resolved
     if not b and not p and not f:
         return _from_name(model, probe)
     return probe.done(p, b, f)

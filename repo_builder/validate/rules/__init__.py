@@ -6,7 +6,9 @@ rules (``repository.py``) run once per repository, before the models.
 
 from __future__ import annotations
 
-from repo_builder.validate.records import Rule
+from collections.abc import Callable
+
+from repo_builder.validate.records import ModelEntry, Rule, RuleContext
 from repo_builder.validate.rules import (
     batching,
     config,
@@ -48,3 +50,10 @@ MODULES = (
 )
 
 RULES: tuple[Rule, ...] = tuple(r for module in MODULES for r in module.RULES)
+
+Gate = Callable[[ModelEntry, RuleContext], bool]
+# Rule families that find nothing for a model of another backend (each module's ``applies`` says when they
+# can): the engine asks the gate once per model and skips the family's rules when it says no. About a
+# fifth of the ~55 calls per model; the findings are the same, since every gated rule checks the same
+# condition first.
+GATES: dict[Rule, Gate] = {r: module.applies for module in (onnx_io, tensorrt, dali) for r in module.GATED}

@@ -181,4 +181,11 @@ def check_dali_needs_gpu(model: ModelEntry, ctx: RuleContext) -> Iterator[Findin
                                "(repo-builder build --preprocess python)")
 
 
+def applies(model: ModelEntry, ctx: RuleContext) -> bool:
+    """Whether a rule of this module can find anything: each one finds only through ``_dali_filename``,
+    which is None unless the model resolves to the DALI backend (the engine skips the rest for others)."""
+    return _dali_filename(model, ctx) is not None
+
+
 RULES: tuple[Rule, ...] = (check_dali_filename, check_dali_pipeline_io, check_dali_needs_gpu)
+GATED: tuple[Rule, ...] = RULES  # every rule here checks the gate's condition first

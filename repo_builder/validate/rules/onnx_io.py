@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from repo_builder.validate.analysis.onnx_model import check_onnx_model
+from repo_builder.validate.analysis.onnx_model import check_onnx_model, onnx_filename
 from repo_builder.validate.analysis.resolve import model_backend
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
@@ -167,6 +167,12 @@ def check_onnx_op_library(model: ModelEntry, ctx: RuleContext) -> Iterator[Findi
                                "--op-library PATH), and validate there")
 
 
+def applies(model: ModelEntry, ctx: RuleContext) -> bool:
+    """Whether a rule of GATED can find anything: every one reads ``check_onnx_model``, which is
+    empty unless the model runs on ONNX Runtime (the engine skips the rest for other models)."""
+    return onnx_filename(model, ctx) is not None
+
+
 RULES: tuple[Rule, ...] = (
     check_onnx_unreadable,
     check_onnx_input_count,
@@ -177,3 +183,5 @@ RULES: tuple[Rule, ...] = (
     check_onnx_max_batch_size_autofilled,
     check_onnx_op_library,
 )
+# RB608 also warns about model_operations on backends that ignore it, so ``applies`` must not skip it.
+GATED: tuple[Rule, ...] = tuple(r for r in RULES if r is not check_onnx_op_library)

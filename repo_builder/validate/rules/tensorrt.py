@@ -443,6 +443,12 @@ def profile_index(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
                 )
 
 
+def applies(model: ModelEntry, ctx: RuleContext) -> bool:
+    """Whether a rule of this module can find anything: each one returns at once unless ``is_tensorrt``
+    (the engine skips the rest for other models)."""
+    return is_tensorrt(model)
+
+
 RULES: tuple[Rule, ...] = (
     plan_pending,
     max_batch_within_profile,
@@ -455,3 +461,4 @@ RULES: tuple[Rule, ...] = (
     plan_sidecar,
     profile_index,
 )
+GATED: tuple[Rule, ...] = RULES  # every rule here checks the gate's condition first
