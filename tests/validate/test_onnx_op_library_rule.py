@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from validate_repo_helpers import codes, make_model, messages, onnx_bytes, onnx_config, validate
+from support.validate_repo_helpers import codes, make_model, messages, onnx_bytes, onnx_config, validate
 
 from repo_builder.validate.records import Severity
 
