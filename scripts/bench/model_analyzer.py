@@ -20,7 +20,9 @@
 
 The default p99 budget, 10 ms, is for the tiny-BERT text pipeline on 2 cores: its default configuration
 answers one client in about 4 ms and four in about 7 ms, so 10 ms leaves room to batch without admitting a
-queue. A ResNet50 pipeline needs a budget of its own (``--p99-ms``).
+queue. Inputs are synthesized (random) on both sides, which suits text; a ResNet50 pipeline takes encoded JPEG
+bytes and would need real images passed to Model Analyzer's perf_analyzer (``--input-data``) and to bench
+(``--input``), which this script does not do yet.
 
     .venv/bin/python scripts/bench/model_analyzer.py REPOSITORY --perf-analyzer PATH [--ma-venv DIR]
         [--p99-ms 10] [--rounds 3] [--quick] [--json PATH] [--workdir DIR]
@@ -202,10 +204,13 @@ def run_model_analyzer(repository: Path, ensemble: str, steps: Sequence[str], ve
         "--run-config-search-max-model-batch-size", str(caps[2]),
     ]
     (workdir / "ma-results").mkdir(exist_ok=True)
+    # Model Analyzer leaves its local server's log as a temporary file: keep it in the workdir, not the caller's TMPDIR.
+    (workdir / "ma-tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(workdir / "ma-tmp")}
     before = loadavg()
     began = time.monotonic()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False, env=env)
         output = done.stdout + done.stderr
         code: int | None = done.returncode
     except subprocess.TimeoutExpired as exc:
