@@ -1,65 +1,167 @@
-"""tune vs Model Analyzer, side by side on one repository and one time budget (issue 23, item 5).
+"""tune vs Model Analyzer, side by side on one repository, one time budget, one p99 budget (issue 23, item 5).
 
-Model Analyzer (PyPI ``triton-model-analyzer``) is run as its users run it: ``model-analyzer profile``
-with ``--triton-launch-mode=local`` against the embedded tritonserver (started through a wrapper that sets
-the library path and the Python backend's stubs exactly as repo-builder's launcher does), quick search,
-every step CPU-only. It measures through ``perf_analyzer`` (PyPI ``perf-analyzer``). Both go into a venv
-of their own (``--ma-venv``, created when missing): Model Analyzer pulls numpy 2, which the embedded
-Triton's Python backend cannot use. ``repo-builder tune`` then searches the same repository with the same
-time budget, and the script writes both outcomes (or Model Analyzer's exact error) as JSON.
+1. Model Analyzer (PyPI ``triton-model-analyzer``) runs as its users run it: ``model-analyzer profile`` with
+   ``--triton-launch-mode=local`` against the embedded tritonserver (through a wrapper that sets the library
+   path and the Python backend's stubs as repo-builder's launcher does), quick search, every step CPU-only,
+   ``--latency-budget`` = the p99 budget, the search capped for a 2-core CPU machine (instances, concurrency,
+   model batch size). It measures through perf_analyzer: PyPI's perf-analyzer needs glibc 2.38, so pass a
+   2.51 one (``scripts/bench/perf_analyzer_251.py DIR`` makes it) with ``--perf-analyzer``. Model Analyzer
+   lives in a venv of its own (``--ma-venv``): it pulls numpy 2, which the server's Python backend cannot use.
+   It is given a copy of the repository without ``preferred_batch_size``: its quick search lowers
+   ``max_batch_size`` to 1 but keeps the preferred sizes (2, 4, 8), calls every such configuration illegal
+   ("Skipping illegal run configuration") and would then only ever measure the default configuration.
+2. ``repo-builder tune`` (no --dry-run, on a copy) gets Model Analyzer's measured wall time as its whole budget:
+   ``--max-seconds`` = that time minus tune's fixed cost (server start, confirmation rounds:
+   ``--tune-overhead-seconds``), and the same ``--p99-ms``. Both wall times are recorded.
+3. Same yardstick: Model Analyzer's best (highest throughput with p99 within the budget, from its results CSV)
+   is rebuilt as a runnable repository from its output model repository, and both winners are re-measured by
+   ``repo-builder bench --load-generator perf_analyzer`` in interleaved rounds (MA, tune, MA, tune, ...), each
+   at the concurrency it chose. ``tune_vs_model_analyzer`` is the median of the per-round ratios (rounds.py).
 
-    .venv/bin/python scripts/bench/model_analyzer.py REPOSITORY [--ma-venv DIR] [--budget-seconds 300]
-        [--json PATH]
+The default p99 budget, 10 ms, is for the tiny-BERT text pipeline on 2 cores: its default configuration
+answers one client in about 4 ms and four in about 7 ms, so 10 ms leaves room to batch without admitting a
+queue. Inputs are synthesized (random) on both sides, which suits text; a ResNet50 pipeline takes encoded JPEG
+bytes and would need real images passed to Model Analyzer's perf_analyzer (``--input-data``) and to bench
+(``--input``), which this script does not do yet.
+
+    .venv/bin/python scripts/bench/model_analyzer.py REPOSITORY --perf-analyzer PATH [--ma-venv DIR]
+        [--p99-ms 10] [--rounds 3] [--quick] [--json PATH] [--workdir DIR]
+
+``--quick`` (CI): a small Model Analyzer search, short windows, two rounds. Without Model Analyzer's venv or
+a runnable perf_analyzer the result says so (``skipped``) and carries no figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-MA_PACKAGES = ("triton-model-analyzer", "perf-analyzer>=2")
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from rounds import figure, not_measured, ratios  # noqa: E402  (a script beside this one)
+
+DEFAULT_P99_MS = 10.0
+TARGET = 1.0  # tune's winner serves at least Model Analyzer's best
+TUNE_OVERHEAD_SECONDS = 55.0  # tune's cost outside --max-seconds: server start + confirmation rounds (measured: 172.7 s for 120 s)
+DEFAULT_VENV = Path("/work/wt/ma-venv")
+RESULTS_CSV = Path("results") / "metrics-model-inference.csv"
+VARIANT = re.compile(r"^(?P<model>.+)_config_(?:default|\d+)$")
 
 
-def ensure_venv(venv: Path) -> Path:
-    """Model Analyzer and perf_analyzer in their own venv (their numpy 2 must not reach the server's)."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    if not (venv / "bin" / "model-analyzer").exists():
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "triton-model-analyzer"], check=True)
-    if perf_analyzer_binary(venv) is None:
-        # perf-analyzer's real wheels are tagged manylinux_2_38; pip falls back to a 0.1.0 placeholder on an
-        # older glibc, so the binary is fetched by tag and installed as a file (it still needs glibc 2.38 to run).
-        wheels = venv / "wheels"
-        subprocess.run(
-            [str(python), "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels), "perf-analyzer>=2",
-             "--only-binary=:all:", "--platform", "manylinux_2_38_x86_64", "--python-version", "3.11"],
-            check=True,
-        )
-        # pip refuses a wheel whose tag this machine lacks: unpack it (a wheel is a zip) into site-packages.
-        site = next((venv / "lib").glob("python*/site-packages"))
-        for wheel in wheels.glob("perf_analyzer-*.whl"):
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extractall(site)
-        binary = perf_analyzer_binary(venv)
-        if binary is not None:
-            binary.chmod(0o755)
-    return venv
+@dataclass(frozen=True)
+class Measured:
+    """One row of Model Analyzer's results CSV: one configuration at one concurrency."""
+
+    model: str
+    variant: str  # the ensemble's variant, e.g. txt_config_3
+    composing: tuple[str, ...]  # its steps' variants, e.g. txt_model_config_3
+    batch: int
+    concurrency: int
+    items_per_s: float
+    p99_ms: float
+    instance_group: str
+    max_batch_size: str
 
 
-def perf_analyzer_binary(venv: Path) -> Path | None:
-    found = list((venv / "lib").glob("python*/site-packages/perf_analyzer/bin/perf_analyzer"))
-    return found[0] if found else None
+def parse_results_csv(text: str) -> list[Measured]:
+    """Model Analyzer's ``metrics-model-inference.csv``: every measured (configuration, concurrency)."""
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        if not row.get("Model") or not row.get("Throughput (infer/sec)"):
+            continue
+        variant, _, members = row["Model Config Path"].partition(":")
+        batch = int(row.get("Batch") or 1)
+        rows.append(Measured(
+            model=row["Model"], variant=variant.strip(), composing=tuple(m.strip() for m in members.split(",") if m.strip()),
+            batch=batch, concurrency=int(row["Concurrency"]),
+            items_per_s=float(row["Throughput (infer/sec)"]) * 1.0, p99_ms=float(row["p99 Latency (ms)"]),
+            instance_group=row.get("Instance Group", ""), max_batch_size=row.get("Max Batch Size", ""),
+        ))
+    return rows
+
+
+def best_within(rows: Sequence[Measured], p99_ms: float) -> Measured | None:
+    """Model Analyzer's best at the budget: the highest throughput whose p99 is within ``p99_ms``."""
+    fitting = [r for r in rows if r.p99_ms <= p99_ms]
+    return max(fitting, key=lambda r: (r.items_per_s, -r.p99_ms)) if fitting else None
+
+
+def original_name(variant: str) -> str:
+    """``txt_model_config_3`` -> ``txt_model`` (Model Analyzer's variant folders)."""
+    found = VARIANT.match(variant)
+    if not found:
+        raise ValueError(f"{variant!r} is not a Model Analyzer variant name (NAME_config_N or NAME_config_default)")
+    return found["model"]
+
+
+def without_preferred_batch_sizes(config: str) -> str:
+    """A config.pbtxt without ``preferred_batch_size`` (the batcher then forms the largest batch it can)."""
+    return re.sub(r"^\s*preferred_batch_size\s*:\s*(\[[^\]]*\]|\d+)\s*\n", "", config, flags=re.MULTILINE)
+
+
+def analyzer_input(repository: Path, dest: Path) -> Path:
+    """The copy Model Analyzer profiles (see the module docstring: its quick search and preferred sizes)."""
+    shutil.copytree(repository, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    for config in dest.glob("*/config.pbtxt"):
+        config.write_text(without_preferred_batch_sizes(config.read_text(encoding="utf-8")), encoding="utf-8")
+    return dest
+
+
+def rebuild_best(original: Path, output_repository: Path, best: Measured, dest: Path) -> Path:
+    """A runnable repository serving Model Analyzer's best: ``original`` with each model's config.pbtxt taken
+    from its variant folder in Model Analyzer's output repository (the variant configs keep the original names)."""
+    shutil.copytree(original, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    for variant in (best.variant, *best.composing):
+        name = original_name(variant)
+        source = output_repository / variant / "config.pbtxt"
+        if not source.is_file():
+            raise FileNotFoundError(f"{source}: Model Analyzer's output repository lacks the variant it measured")
+        text = source.read_text(encoding="utf-8")
+        named = re.search(r'^name:\s*"([^"]*)"', text, flags=re.MULTILINE)
+        if named is None or named[1] != name:
+            text = re.sub(r'^name:\s*"[^"]*"', f'name: "{name}"', text, count=1, flags=re.MULTILINE)
+        (dest / name / "config.pbtxt").write_text(text, encoding="utf-8")
+    return dest
+
+
+def comparison(tune_rounds: Sequence[float], ma_rounds: Sequence[float], *, min_rounds: int = 3, **extra: Any) -> dict[str, Any]:
+    """``tune_vs_model_analyzer``: per-round tune / Model Analyzer throughput, judged against 1.0 by its spread."""
+    return figure(ratios(tune_rounds, ma_rounds), TARGET, min_rounds=min_rounds,
+                  note="per interleaved round: tune's winner items/s / Model Analyzer's best items/s, same load generator", **extra)
+
+
+def has_measurements(exit_code: int | None, rows: Sequence[Measured]) -> bool:
+    """Model Analyzer measured when it exited 0 with rows in its CSV (its 'has no data' warnings are the
+    GPU metrics a CPU-only run cannot have, not a failure)."""
+    return exit_code == 0 and bool(rows)
+
+
+def perf_analyzer_runs(binary: Path | None) -> str:
+    """'' when ``binary`` runs here, else why not (one line)."""
+    if binary is None or not binary.is_file():
+        return f"no perf_analyzer at {binary} (scripts/bench/perf_analyzer_251.py DIR makes a 2.51 one)"
+    try:
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    except OSError as exc:
+        return f"{binary}: {exc}"
+    if "GLIBC" in done.stderr or (done.returncode != 0 and "perf_analyzer" not in (done.stdout + done.stderr).lower()):
+        return f"{binary} does not run here: {' '.join(done.stderr.split())[:200]}"
+    return ""
 
 
 def server_wrapper(workdir: Path) -> Path:
@@ -81,82 +183,170 @@ def server_wrapper(workdir: Path) -> Path:
     return wrapper
 
 
-def run_model_analyzer(repository: Path, ensemble: str, steps: list[str], venv: Path, workdir: Path, budget: float,
-                       perf_analyzer: Path | None = None) -> dict[str, Any]:
-    binary = perf_analyzer or perf_analyzer_binary(venv)
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def run_model_analyzer(repository: Path, ensemble: str, steps: Sequence[str], venv: Path, workdir: Path, perf_analyzer: Path,
+                       p99_ms: float, quick: bool) -> dict[str, Any]:
+    ma_input = analyzer_input(repository, workdir / "ma-input")
+    # CPU-sized search: 2 cores gain nothing from 5 instances per step or 1024 clients.
+    caps = (2, 8, 8) if quick else (4, 64, 32)
     cmd = [
         str(venv / "bin" / "model-analyzer"), "profile",
-        "--model-repository", str(repository), "--profile-models", ensemble,
+        "--model-repository", str(ma_input), "--profile-models", ensemble,
         "--triton-launch-mode=local", "--triton-server-path", str(server_wrapper(workdir)),
         "--output-model-repository-path", str(workdir / "ma-out"), "--override-output-model-repository",
         "--checkpoint-directory", str(workdir / "ma-checkpoints"), "--export-path", str(workdir / "ma-results"),
         "--run-config-search-mode", "quick", "--cpu-only-composing-models", ",".join(steps),
+        "--latency-budget", f"{p99_ms:g}", "--perf-analyzer-path", str(perf_analyzer),
+        "--run-config-search-max-instance-count", str(caps[0]), "--run-config-search-max-concurrency", str(caps[1]),
+        "--run-config-search-max-model-batch-size", str(caps[2]),
     ]
-    if binary is not None:
-        cmd += ["--perf-analyzer-path", str(binary)]
     (workdir / "ma-results").mkdir(exist_ok=True)
+    # Model Analyzer leaves its local server's log as a temporary file: keep it in the workdir, not the caller's TMPDIR.
+    (workdir / "ma-tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(workdir / "ma-tmp")}
+    before = loadavg()
     began = time.monotonic()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=budget * 2, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False, env=env)
         output = done.stdout + done.stderr
         code: int | None = done.returncode
     except subprocess.TimeoutExpired as exc:
-        output, code = f"{exc.stdout or ''}{exc.stderr or ''}", None
+        output, code = f"{exc.stdout!r}{exc.stderr!r}", None
     seconds = time.monotonic() - began
-    failures = [line for line in output.splitlines() if "failed" in line.lower() or "not found" in line.lower()]
-    measured = code == 0 and "has no data" not in output and not any("perf_analyzer failed" in f for f in failures)
+    (workdir / "model-analyzer.log").write_text(output, encoding="utf-8")
+    results = workdir / "ma-results" / RESULTS_CSV
+    rows = parse_results_csv(results.read_text(encoding="utf-8")) if results.is_file() else []
+    best = best_within(rows, p99_ms)
+    problems = [line for line in output.splitlines() if re.search(r"error|failed|illegal|traceback", line, flags=re.IGNORECASE)]
     return {
-        "command": " ".join(cmd), "exit_code": code, "seconds": round(seconds, 1), "measured": measured,
-        "errors": sorted(set(failures))[:12], "perf_analyzer": str(binary) if binary else None,
+        "command": " ".join(cmd), "exit_code": code, "seconds": round(seconds, 1), "measured": has_measurements(code, rows),
+        "load": {"before": before, "after": loadavg()},
+        "problems": sorted(set(problems))[:12], "perf_analyzer": str(perf_analyzer),
+        "configurations": sorted({r.variant for r in rows}), "measurements": [r.__dict__ | {"composing": list(r.composing)} for r in rows],
+        "best": best and (best.__dict__ | {"composing": list(best.composing)}),
+        "_best": best,
     }
 
 
-def run_tune(repository: Path, ensemble: str, budget: float, workdir: Path) -> dict[str, Any]:
+def run_tune(repository: Path, ensemble: str, budget: float, p99_ms: float, concurrency: int, workdir: Path, quick: bool) -> dict[str, Any]:
     copy = workdir / "tune-repository"
-    shutil.copytree(repository, copy)
+    shutil.copytree(repository, copy, ignore=shutil.ignore_patterns("__pycache__"))
     record = workdir / "tune.json"
+    cmd = [str(ROOT / ".venv" / "bin" / "repo-builder"), "tune", str(copy), "--model", ensemble, "--max-seconds", f"{budget:.0f}",
+           "--p99-ms", f"{p99_ms:g}", "--concurrency", str(concurrency), "--json", str(record), "-q"]
+    if quick:
+        cmd += ["--seconds", "2", "--warmup", "0.5", "--confirm-rounds", "1"]
+    before = loadavg()
     began = time.monotonic()
-    done = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "repo-builder"), "tune", str(copy), "--model", ensemble, "--max-seconds", str(budget),
-         "--dry-run", "--json", str(record), "-q"],
-        capture_output=True, text=True, check=False,
-    )
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=budget * 4 + 600)
     seconds = time.monotonic() - began
     doc = json.loads(record.read_text()) if record.exists() else {}
     best = next((c for c in doc.get("candidates", []) if c["id"] == doc.get("winner")), None)
-    return {"exit_code": done.returncode, "seconds": round(seconds, 1), "best_items_per_s": best and best["items_per_s"],
-            "best_p99_ms": best and best["p99_ms"], "candidates": len(doc.get("candidates", [])), "stderr_tail": done.stderr[-400:]}
+    return {"command": " ".join(cmd), "exit_code": done.returncode, "seconds": round(seconds, 1), "max_seconds": round(budget),
+            "load": {"before": before, "after": loadavg()}, "concurrency": concurrency,
+            "best_items_per_s": best and best["items_per_s"], "best_p99_ms": best and best["p99_ms"],
+            "winner": best, "candidates": len(doc.get("candidates", [])), "stderr_tail": done.stderr[-600:], "repository": str(copy)}
+
+
+def bench_once(repository: Path, ensemble: str, concurrency: int, perf_analyzer: Path, seconds: float, warmup: float, out: Path) -> dict[str, Any]:
+    """One measurement through ``repo-builder bench`` with perf_analyzer: items/s and p99 (or the error)."""
+    cmd = [str(ROOT / ".venv" / "bin" / "repo-builder"), "bench", str(repository), "--model", ensemble, "--concurrency", str(concurrency),
+           "--seconds", f"{seconds:g}", "--warmup", f"{warmup:g}", "--load-generator", "perf_analyzer",
+           "--perf-analyzer", str(perf_analyzer), "--format", "json", "--output", str(out), "-q"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=seconds * 10 + 300)
+    if not out.is_file():
+        return {"error": f"exit {done.returncode}: {' '.join(done.stderr.split())[-300:]}"}
+    level = json.loads(out.read_text())["models"][0]["levels"][0]
+    return {"items_per_s": level["items_per_s"], "p99_ms": level["p99_ms"], "load_generator": level["load_generator"],
+            "errors": level["errors"], "loadavg": loadavg()}
+
+
+def interleaved(sides: dict[str, tuple[Path, int]], ensemble: str, perf_analyzer: Path, rounds: int, seconds: float, warmup: float,
+                workdir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every side once per round, in turn (A, B, A, B, ...), so the machine's drift hits both alike."""
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    for index in range(rounds):
+        for name, (repository, concurrency) in sides.items():
+            result = bench_once(repository, ensemble, concurrency, perf_analyzer, seconds, warmup, workdir / f"bench-{name}-{index}.json")
+            print(f"round {index + 1} {name}: {result}", file=sys.stderr, flush=True)
+            out[name].append(result)
+    return out
+
+
+def measure(repository: Path, *, perf_analyzer: Path | None = None, ma_venv: Path = DEFAULT_VENV, model: str | None = None,
+            p99_ms: float = DEFAULT_P99_MS, rounds: int | None = None, quick: bool = False, workdir: Path | None = None,
+            tune_overhead_seconds: float = TUNE_OVERHEAD_SECONDS) -> dict[str, Any]:
+    """The whole comparison (scripts/bench/pipeline.py calls this); see the module docstring."""
+    sys.path.insert(0, str(ROOT))
+    from repo_builder.tune.flow import only_ensemble
+    from repo_builder.tune.runner import tunable_steps
+
+    repository = repository.resolve()
+    ensemble = model or only_ensemble(repository)
+    rounds = rounds or (2 if quick else 3)
+    base = {"repository": str(repository), "ensemble": ensemble, "p99_ms": p99_ms, "quick": quick,
+            "machine_glibc": os.confstr("CS_GNU_LIBC_VERSION"), "cores": os.cpu_count()}
+    why = "" if (ma_venv / "bin" / "model-analyzer").is_file() else f"no Model Analyzer venv at {ma_venv} (pip install triton-model-analyzer into its own venv)"
+    why = why or perf_analyzer_runs(perf_analyzer)
+    if why:
+        return {**base, "skipped": why, "tune_vs_model_analyzer": not_measured(TARGET, why), "tune_seconds": None, "model_analyzer_seconds": None}
+    assert perf_analyzer is not None  # perf_analyzer_runs said it runs
+    steps = list(tunable_steps(repository, ensemble))
+    with tempfile.TemporaryDirectory(prefix="rb-ma-") as scratch:
+        work = workdir or Path(scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        analyzer = run_model_analyzer(repository, ensemble, steps, ma_venv, work, perf_analyzer.resolve(), p99_ms, quick)
+        best: Measured | None = analyzer.pop("_best")
+        result = {**base, "model_analyzer": analyzer, "model_analyzer_seconds": analyzer["seconds"]}
+        if best is None:
+            why = (f"Model Analyzer measured nothing within p99 {p99_ms:g} ms (exit {analyzer['exit_code']}, "
+                   f"{len(analyzer['measurements'])} measurements; log: {work / 'model-analyzer.log'})")
+            return {**result, "tune_vs_model_analyzer": not_measured(TARGET, why), "tune_seconds": None}
+        budget = max(10.0, analyzer["seconds"] - tune_overhead_seconds)
+        tuned = run_tune(repository, ensemble, budget, p99_ms, 2 if quick else 4, work, quick)
+        result |= {"tune": tuned, "tune_seconds": tuned["seconds"], "tune_within_model_analyzer_time": tuned["seconds"] <= analyzer["seconds"]}
+        if tuned["exit_code"] != 0:
+            why = f"repo-builder tune exit {tuned['exit_code']}: {' '.join(tuned['stderr_tail'].split())[-300:]}"
+            return {**result, "tune_vs_model_analyzer": not_measured(TARGET, why)}
+        ma_repo = rebuild_best(repository, work / "ma-out", best, work / "ma-best")
+        seconds, warmup = (3.0, 1.0) if quick else (10.0, 2.0)
+        measured = interleaved({"model_analyzer": (ma_repo, best.concurrency), "tune": (Path(tuned["repository"]), tuned["concurrency"])},
+                               ensemble, perf_analyzer.resolve(), rounds, seconds, warmup, work)
+        failed = [r["error"] for side in measured.values() for r in side if "error" in r]
+        if failed:
+            return {**result, "rounds": measured, "tune_vs_model_analyzer": not_measured(TARGET, f"a bench round failed: {failed[0]}")}
+        ma_rates = [r["items_per_s"] for r in measured["model_analyzer"]]
+        tune_rates = [r["items_per_s"] for r in measured["tune"]]
+        p99s = {side: [r["p99_ms"] for r in rs] for side, rs in measured.items()}
+        return {**result, "rounds": measured, "bench_seconds": seconds, "tune_vs_model_analyzer": comparison(
+            tune_rates, ma_rates, min_rounds=2 if quick else 3, load=[r["loadavg"] for side in measured.values() for r in side],
+            model_analyzer_items_per_s=ma_rates, tune_items_per_s=tune_rates, p99_ms=p99s,
+            p99_within_budget={side: all(v <= p99_ms for v in vs) for side, vs in p99s.items()},
+            concurrency={"model_analyzer": best.concurrency, "tune": tuned["concurrency"]},
+            median_items_per_s={"model_analyzer": statistics.median(ma_rates), "tune": statistics.median(tune_rates)})}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("repository", type=Path)
     parser.add_argument("--model", default=None, help="the ensemble (default: the only one)")
-    parser.add_argument("--ma-venv", type=Path, default=Path(tempfile.gettempdir()) / "repo-builder-model-analyzer-venv")
-    parser.add_argument("--budget-seconds", type=float, default=300.0)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--ma-venv", type=Path, default=DEFAULT_VENV, help=f"Model Analyzer's own venv [default: {DEFAULT_VENV}]")
     parser.add_argument("--perf-analyzer", type=Path, default=None,
-                        help="perf_analyzer for Model Analyzer (e.g. 2.51 from scripts/bench/perf_analyzer_251.py; PyPI's needs glibc 2.38)")
+                        help="perf_analyzer for Model Analyzer and bench (2.51 from scripts/bench/perf_analyzer_251.py; PyPI's needs glibc 2.38)")
+    parser.add_argument("--p99-ms", type=float, default=DEFAULT_P99_MS, help=f"the p99 budget both search under [default: {DEFAULT_P99_MS:g}]")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved re-measurement rounds [default: 3, --quick 2]")
+    parser.add_argument("--tune-overhead-seconds", type=float, default=TUNE_OVERHEAD_SECONDS,
+                        help="subtracted from Model Analyzer's wall time to give tune's --max-seconds")
+    parser.add_argument("--quick", action="store_true", help="small search, short windows (CI)")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep Model Analyzer's and tune's files here")
+    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from repo_builder.tune.flow import only_ensemble
-    from repo_builder.tune.runner import tunable_steps
-
-    ensemble = args.model or only_ensemble(args.repository)
-    steps = list(tunable_steps(args.repository, ensemble))
-    venv = ensure_venv(args.ma_venv)
-    with tempfile.TemporaryDirectory(prefix="repo-builder-ma-") as tmp:
-        work = Path(tmp)
-        analyzer = run_model_analyzer(args.repository.resolve(), ensemble, steps, venv, work, args.budget_seconds,
-                                      args.perf_analyzer)
-        tuned = run_tune(args.repository, ensemble, args.budget_seconds, work)
-    result = {
-        "repository": str(args.repository), "ensemble": ensemble, "machine_glibc": os.confstr("CS_GNU_LIBC_VERSION"),
-        "model_analyzer": analyzer, "tune": tuned, "tune_seconds": tuned["seconds"], "model_analyzer_seconds": analyzer["seconds"],
-        # Throughput ratio at the same budget only when Model Analyzer measured anything.
-        "tune_vs_model_analyzer": None,
-    }
-    text = json.dumps(result, indent=2)
+    result = measure(args.repository, perf_analyzer=args.perf_analyzer, ma_venv=args.ma_venv, model=args.model, p99_ms=args.p99_ms,
+                     rounds=args.rounds, quick=args.quick, workdir=args.workdir, tune_overhead_seconds=args.tune_overhead_seconds)
+    text = json.dumps(result, indent=2, default=str)
     print(text)
     if args.json:
         args.json.write_text(text + "\n", encoding="utf-8")

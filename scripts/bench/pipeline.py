@@ -13,6 +13,11 @@ else the Python gRPC client, and the JSON says which (with the reason).
 
     .venv/bin/python scripts/bench/pipeline.py [--quick] [--json PATH] [--workdir DIR] [--no-report]
         [--load-generator auto|perf_analyzer|python] [--perf-analyzer PATH] [--tune-seconds S]
+        [--model-analyzer-json PATH | --model-analyzer]
+
+tune_vs_model_analyzer, tune_seconds and model_analyzer_seconds come from scripts/bench/model_analyzer.py: its
+result file (--model-analyzer-json) or a run of it on the text pipeline (--model-analyzer); without either,
+the first two are null with the reason and tune_seconds is this script's own dry-run tune.
 
 ``--json`` writes every figure; ``figures`` holds the issue's keys (text_preprocess_ratio, serving_efficiency,
 tune_vs_model_analyzer, tune_seconds, model_analyzer_seconds, dali_mean_abs_diff, dali_max_abs_diff,
@@ -479,6 +484,49 @@ def model_analyzer_reason(generator: LoadGenerator) -> str:
     return f"Model Analyzer measures through perf_analyzer, which is not usable here ({why}); scripts/bench/model_analyzer.py reproduces it"
 
 
+def model_analyzer_figures(result: dict[str, Any] | None, why: str, load: dict[str, Any] | None) -> dict[str, Any]:
+    """tune_vs_model_analyzer, tune_seconds and model_analyzer_seconds from scripts/bench/model_analyzer.py's result
+    (its --json file, or its measure() when --model-analyzer is passed); {} when there is none (the keys stay as
+    figures_from sets them). tune_seconds is judged against Model Analyzer's wall time (tune must not take longer)."""
+    if result is None and not why:
+        return {}
+    if result is None or result.get("skipped") or result.get("model_analyzer_seconds") is None:
+        reason = why or (result or {}).get("skipped") or "scripts/bench/model_analyzer.py measured nothing"
+        ratio = (result or {}).get("tune_vs_model_analyzer") or not_measured(TARGETS["tune_vs_model_analyzer"], reason)
+        return {"tune_vs_model_analyzer": ratio, "model_analyzer_seconds": not_measured(None, reason)}
+    ma_seconds, tune_seconds = result["model_analyzer_seconds"], result.get("tune_seconds")
+    source = f"scripts/bench/model_analyzer.py on {result.get('repository')}, p99 budget {result.get('p99_ms')} ms"
+    return {
+        "tune_vs_model_analyzer": {**result["tune_vs_model_analyzer"], "source": source, **({"phase_load": load} if load else {})},
+        # No target of its own (it is tune_seconds' target), so rounds.py gives it no verdict.
+        "model_analyzer_seconds": figure([ma_seconds], None, higher_is_better=False, min_rounds=1, note=f"{source}; tune_seconds' target",
+                                         detail={k: result["model_analyzer"].get(k) for k in ("exit_code", "configurations", "best", "load")}),
+        **({"tune_seconds": figure([tune_seconds], ma_seconds, higher_is_better=False, min_rounds=1,
+                                   note=f"{source}: tune's whole wall time against Model Analyzer's ({ma_seconds:g} s) as target",
+                                   detail=result.get("tune"))} if tune_seconds is not None else {}),
+    }
+
+
+def load_model_analyzer(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A result file of scripts/bench/model_analyzer.py (--json), or None and why not (one line)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return None, f"--model-analyzer-json {path}: unreadable ({exc})"
+    if not isinstance(doc, dict) or "tune_vs_model_analyzer" not in doc:
+        return None, f"--model-analyzer-json {path}: not a result of scripts/bench/model_analyzer.py (no tune_vs_model_analyzer)"
+    return doc, ""
+
+
+def text_only(repo: Path, dest: Path) -> Path:
+    """The text pipeline alone (Model Analyzer profiles a whole repository's worth of models otherwise)."""
+    if not dest.is_dir():
+        dest.mkdir(parents=True)
+        for model in (TEXT, *(p.name for p in repo.glob(f"{TEXT}_*"))):
+            shutil.copytree(repo / model, dest / model, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
 def serving_figure(efficiency: dict[str, Any], load: dict[str, Any]) -> dict[str, Any]:
     """Served / ceiling per round. The 0.9 target is perf_analyzer's: the Python client's figure has no verdict."""
     generator, note = efficiency["load_generator"], efficiency["note"]
@@ -500,6 +548,7 @@ def figures_from(results: dict[str, Any], plan: Plan) -> dict[str, Any]:
     ma_reason = model_analyzer_reason(plan.generator)
     onnx, onnx_why = results["external"]["text_preprocess"]
     dali, dali_why = results["external"]["dali_preprocess"]
+    ma_result, ma_why = results["external"].get("model_analyzer", (None, ""))
     python_step = figure(text["compute_ratio_rounds"], TARGETS["text_preprocess_ratio"], load=load["text_preprocess"],
                          note="the generated Python tokenizing step vs pad-to-512, server compute per text")
     return {
@@ -517,6 +566,7 @@ def figures_from(results: dict[str, Any], plan: Plan) -> dict[str, Any]:
                                 note=f"repo-builder tune --dry-run on {TEXT}, budget {tune['budget_seconds']:g} s; no verdict without Model Analyzer's time")
                          if tune["exit_code"] == 0 else not_measured(None, f"repo-builder tune failed (exit {tune['exit_code']}): {tune['stderr_tail']}", detail=tune)),
         "model_analyzer_seconds": not_measured(None, ma_reason),
+        **model_analyzer_figures(ma_result, ma_why, load.get("model_analyzer")),
         "dali_mean_abs_diff": external_figure(dali, dali_why, ("dali_mean_abs_diff", "mean_abs_diff", "mean_abs"), TARGETS["dali_mean_abs_diff"],
                                               higher_is_better=False, min_rounds=1, detail=dali),
         "dali_max_abs_diff": external_figure(dali, dali_why, ("dali_max_abs_diff", "max_abs_diff", "max_abs"), TARGETS["dali_max_abs_diff"],
@@ -551,6 +601,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="perf_analyzer when it runs here (auto), or the Python gRPC client.")
     parser.add_argument("--perf-analyzer", type=Path, default=None, help="The perf_analyzer binary (default: as repo-builder bench finds it).")
     parser.add_argument("--tune-seconds", type=float, default=None, help="repo-builder tune's budget (default 60, --quick 15).")
+    parser.add_argument("--model-analyzer-json", type=Path, default=None,
+                        help="tune_vs_model_analyzer, tune_seconds, model_analyzer_seconds from this result of scripts/bench/model_analyzer.py.")
+    parser.add_argument("--model-analyzer", action="store_true",
+                        help="Run scripts/bench/model_analyzer.py on the text pipeline (its venv and a perf_analyzer 2.51: --perf-analyzer).")
     args = parser.parse_args(argv)
     from repo_builder.triton import start_server
 
@@ -585,6 +639,11 @@ def main(argv: list[str] | None = None) -> int:
         results["tune"] = phase("tune", lambda: run_tune(repo, plan))
         results["external"]["text_preprocess"] = phase("text_onnx", lambda: run_external("text_preprocess", quick=args.quick, rounds=plan.rounds))
         results["external"]["dali_preprocess"] = phase("dali", lambda: run_external("dali_preprocess", quick=args.quick))
+        if args.model_analyzer_json:
+            results["external"]["model_analyzer"] = load_model_analyzer(args.model_analyzer_json)
+        elif args.model_analyzer:
+            results["external"]["model_analyzer"] = phase("model_analyzer", lambda: run_external(
+                "model_analyzer", repository=text_only(repo, work / "text-only"), perf_analyzer=args.perf_analyzer, quick=args.quick))
     after = machine_load()
     results["machine"] = {
         "cores": cores,
