@@ -33,7 +33,11 @@ def test_bench_writes_versioned_json_and_page_when_report_requested(tmp_path: Pa
     assert doc["kind"] == BENCH_KIND and doc["schema_version"] == BENCH_SCHEMA_VERSION
     assert doc["repository"] == str(repo) and doc["server_version"].startswith("2.")
     assert doc["repository_digest"].startswith("sha256:") and doc["machine"]["cores"] >= 1
-    assert doc["settings"] == {"concurrency": [1, 2], "seconds": 1.0, "warmup": 0.3, "inputs": "synthesized"}
+    settings = doc["settings"]
+    assert {k: settings[k] for k in ("concurrency", "seconds", "warmup", "inputs")} == {
+        "concurrency": [1, 2], "seconds": 1.0, "warmup": 0.3, "inputs": "synthesized"}
+    assert settings["load_generator"] in {"perf_analyzer", "python"}  # which client measured, and why when a fallback
+    assert settings["load_generator"] == "perf_analyzer" or settings["load_generator_note"]
     level = doc["models"][0]["levels"][0]
     assert {"items_per_s", "p99_ms", "steps", "slowest_step"} <= set(level)  # today's keys, unchanged
     record = load_record(json_path)
