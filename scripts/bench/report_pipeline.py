@@ -25,12 +25,18 @@ def _number(value: float | None) -> str:
 
 def _status(figure: dict[str, Any]) -> str:
     status = figure["status"]
-    return status if status == "met" else f"**{status}**"
+    return status if status in ("met", "recorded") else f"**{status}**"
 
 
 def _load(figure: dict[str, Any]) -> str:
+    """A phase's 1-minute load before -> after, or the range over rounds when a script recorded one per round."""
     load = figure.get("load")
-    return f"{load['before'][0]:.1f} -> {load['after'][0]:.1f}" if load else ""
+    if isinstance(load, dict):
+        return f"{load['before'][0]:.1f} -> {load['after'][0]:.1f}"
+    if isinstance(load, list) and load:
+        ones = [row[0] for row in load]
+        return f"{min(ones):.1f}..{max(ones):.1f}"
+    return ""
 
 
 def _targets(figures: dict[str, Any]) -> list[str]:
@@ -52,8 +58,12 @@ def _notes(figures: dict[str, Any]) -> list[str]:
         note = f.get("note", "").strip()
         if key == "text_preprocess_ratio" and f.get("python_step"):
             step = f["python_step"]
-            note += ("" if note.endswith(".") else ".") + (f" The generated Python step's figure beside it: median {_number(step['value'])}, spread "
-                     f"{_number(step['spread'][0])}..{_number(step['spread'][1])}, {step['status']}.")
+            note += ("" if not note or note.endswith(".") else ". ") + (
+                "served through the embedded Triton's ONNX Runtime stand-in (a Python-backend model running onnxruntime: "
+                "it pays the Python step's round trip and batches no requests together), so this is a floor for the "
+                "real onnxruntime backend, which this machine cannot run (docs/performance.md)."
+                f" The generated Python step's figure beside it: median {_number(step['value'])}, spread "
+                f"{_number(step['spread'][0])}..{_number(step['spread'][1])}, {step['status']}.")
         if note.strip():
             out.append(f"- `{key}`: {note.strip()}")
     return out

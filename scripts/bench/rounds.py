@@ -3,12 +3,12 @@
 A figure is measured in interleaved rounds (A, B, A, B, ...), one value per round. Its JSON shape:
 
     {"value": median, "rounds": [...], "spread": [min, max], "target": 0.9, "better": "higher",
-     "status": "met" | "missed" | "unsettled" | "not-measured", "note": "..."}
+     "status": "met" | "missed" | "unsettled" | "not-measured" | "recorded", "note": "..."}
 
 The verdict reads the spread, not the median: a spread entirely on the good side of the target is met, entirely
 on the bad side missed, and one that crosses it unsettled (the machine moved the figure across its target). A
 figure measured fewer than ``min_rounds`` times has no spread to read and is unsettled too; deterministic
-figures (an accuracy difference) pass ``min_rounds=1``. A figure that could not be measured is ``not-measured``
+figures (an accuracy difference) pass ``min_rounds=1``. A figure measured with no target is ``recorded``; one that could not be measured is ``not-measured``
 with ``value`` null and a note saying why.
 """
 
@@ -20,13 +20,16 @@ from collections.abc import Sequence
 from typing import Any
 
 MET, MISSED, UNSETTLED, NOT_MEASURED = "met", "missed", "unsettled", "not-measured"
+RECORDED = "recorded"  # measured, with no target of its own (e.g. the wall time another figure is judged against)
 STATUSES = (MET, MISSED, UNSETTLED, NOT_MEASURED)
 
 
 def status_of(rounds: Sequence[float], target: float | None, *, higher_is_better: bool = True, min_rounds: int = 2) -> str:
     """The verdict of a figure's per-round values against its target (see the module docstring)."""
-    if not rounds or target is None:
+    if not rounds:
         return NOT_MEASURED
+    if target is None:
+        return RECORDED
     if len(rounds) < min_rounds:
         return UNSETTLED
     low, high = min(rounds), max(rounds)

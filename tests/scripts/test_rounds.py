@@ -37,9 +37,9 @@ def test_status_unsettled_when_too_few_rounds_to_show_a_spread() -> None:
     assert status_of([5.0], 2.0, min_rounds=1) == "met"
 
 
-def test_status_not_measured_without_rounds_or_target() -> None:
+def test_status_not_measured_without_rounds_and_recorded_without_target() -> None:
     assert status_of([], 2.0) == "not-measured"
-    assert status_of([1.0, 2.0], None) == "not-measured"
+    assert status_of([1.0, 2.0], None) == "recorded"  # measured, nothing to judge it against
 
 
 def test_figure_records_rounds_median_spread_and_says_why_one_round_is_unsettled() -> None:
