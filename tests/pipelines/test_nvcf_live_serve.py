@@ -4,20 +4,18 @@ the NVCF headers and says so."""
 from __future__ import annotations
 
 import json
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from support.nvcf_helpers import answer, bytes_input, nvcf_headers
+from support.process_output import read_until
 
 from repo_builder.cli.main import main
 
@@ -52,23 +50,6 @@ def test_validate_live_reports_inference_failure_when_asset_path_is_broken(
     assert failed["model"] == "resnet50" and "cannot decode image" in failed["message"]
 
 
-def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
-    assert proc.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    text, deadline = "", time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=0.5)
-        except queue.Empty:
-            if proc.poll() is not None:
-                break
-            continue
-        text += line
-        if line.startswith(marker):
-            break
-    return text
-
 
 def test_serve_nvcf_forwards_headers_when_flag_given(asset_repository: Any) -> None:
     import tritonclient.http as httpclient
@@ -76,7 +57,7 @@ def test_serve_nvcf_forwards_headers_when_flag_given(asset_repository: Any) -> N
     proc = subprocess.Popen([sys.executable, "-m", "repo_builder", "serve", str(asset_repository.repo), "--nvcf"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        out = _read_until(proc, "log ", timeout=180)
+        out = read_until(proc, "log ", timeout=180)
         http = re.search(r"^HTTP\s+(\S+)$", out, re.M)
         assert http is not None, out
         client = httpclient.InferenceServerClient(http.group(1).removeprefix("http://"), network_timeout=60.0)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.process_output import read_until
 
 from repo_builder.cli.main import main
 from repo_builder.export.tiny_embedder import make_tiny_sentence_transformer
@@ -22,24 +20,6 @@ pytest.importorskip("sentence_transformers")
 pytestmark = pytest.mark.triton
 
 
-def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
-    """stdout until a line starting with ``marker``, the process's end, or the timeout."""
-    assert proc.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    text, deadline = "", time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=0.5)
-        except queue.Empty:
-            if proc.poll() is not None:
-                break
-            continue
-        text += line
-        if line.startswith(marker):
-            break
-    return text
-
 
 def test_serve_answers_like_sentence_transformers_when_embedder_repository_served(tmp_path: Path) -> None:
     model = make_tiny_sentence_transformer(tmp_path / "st", pooling="cls", max_seq_length=16)
@@ -48,7 +28,7 @@ def test_serve_answers_like_sentence_transformers_when_embedder_repository_serve
     proc = subprocess.Popen([sys.executable, "-m", "repo_builder", "serve", str(repo)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        out = _read_until(proc, "log ", timeout=180)
+        out = read_until(proc, "log ", timeout=180)
         assert re.search(r"^text_embedder\s+1\s+READY", out, re.M), out
         port = re.search(r"^gRPC\s+127\.0\.0\.1:(\d+)$", out, re.M)
         assert port is not None, out

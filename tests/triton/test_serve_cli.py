@@ -3,39 +3,18 @@
 from __future__ import annotations
 
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from support.process_output import read_until
 from support.triton_repo_factory import group_alive, write_double_repository, write_python_model
 
 pytestmark = pytest.mark.triton
 
-
-def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
-    """stdout until a line starting with ``marker`` (or the process ends, or time runs out)."""
-    assert proc.stdout is not None
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    text = ""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=0.5)
-        except queue.Empty:
-            if proc.poll() is not None:
-                break
-            continue
-        text += line
-        if line.startswith(marker):
-            break
-    return text
 
 
 @pytest.mark.parametrize(("mode", "sig"), [("explicit", signal.SIGINT), ("poll", signal.SIGTERM)])
@@ -49,7 +28,7 @@ def test_serve_prints_table_and_stops_cleanly_when_signalled(tmp_path: Path, mod
         text=True,
     )
     try:
-        out = _read_until(proc, "log ", timeout=120)
+        out = read_until(proc, "log ", timeout=120)
         assert re.search(r"^pipeline\s+1\s+READY", out, re.M), out
         assert re.search(r"^double\s+1\s+READY", out, re.M), out
         assert re.search(r"^renamed\s+.*UNAVAILABLE.*directory name must equal model name", out, re.M), out
