@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from rounds import MET, MISSED, figure  # noqa: E402  (scripts/bench: run as a script or imported beside pipeline.py)
 
 from repo_builder.export.tiny_models import CORPUS  # noqa: E402
 from repo_builder.triton import bench  # noqa: E402
@@ -97,14 +97,14 @@ def payloads() -> list[bench.Payload]:
 
 
 def summary(values: Sequence[float], target: float | None = None) -> dict[str, Any]:
-    """Per-round values, their median and spread; ``settled`` only when the whole spread is on one side of the target."""
-    low, high = min(values), max(values)
-    out: dict[str, Any] = {"rounds": [round(v, 3) for v in values], "median": round(statistics.median(values), 3),
-                           "spread": [round(low, 3), round(high, 3)]}
+    """Per-round values, their median and spread, judged by rounds.py (the one rule for every figure: ``met``
+    only when the whole spread is at or above the target, ``settled`` when it is wholly on one side)."""
+    judged = figure(values, target)
+    out: dict[str, Any] = {"rounds": [round(v, 3) for v in values], "median": round(judged["value"], 3),
+                           "spread": [round(v, 3) for v in judged["spread"]]}
     if target is not None:
-        out["target"] = target
-        out["met"] = low >= target
-        out["settled"] = low >= target or high < target
+        out.update(target=target, status=judged["status"], met=judged["status"] == MET,
+                   settled=judged["status"] in (MET, MISSED))
     return out
 
 
