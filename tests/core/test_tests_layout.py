@@ -37,6 +37,13 @@ def layout_problems(tests: Path, package: Path) -> list[str]:
             for helper in sorted(folder.glob("*.py")):
                 if not helper.name.startswith("test_") and helper.name != "conftest.py":
                     problems.append(f"tests/{folder.name}/{helper.name} is a helper: shared helpers live in tests/support/")
+    # A test module importing another one breaks when that one's private helper moves: helpers live in support/.
+    for test in sorted(tests.glob("*/test_*.py")):
+        for line in test.read_text(encoding="utf-8").splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] in ("from", "import") and words[1].split(".")[0].startswith("test_"):
+                problems.append(f"tests/{test.parent.name}/{test.name} imports the test module {words[1]}: move what "
+                                "it shares to tests/support/")
     # No __init__.py in the test folders: pytest imports each test module by its file name, so two with one name clash.
     names = Counter(p.name for p in tests.glob("*/test_*.py"))
     problems += [f"{n} test files are named {name}: test file names must be unique across tests/"
@@ -64,11 +71,12 @@ def test_layout_problems_names_stray_folder_helper_and_clash(tmp_path: Path) -> 
     (tests / "store" / "test_a.py").write_text("")
     (tests / "store" / "s3_helpers.py").write_text("")
     (tests / "store" / "conftest.py").write_text("")
-    (tests / "spec" / "test_a.py").write_text("")
+    (tests / "spec" / "test_a.py").write_text("from test_b import helper\n")
     (tests / "support" / "s3_helpers.py").write_text("")
     assert layout_problems(tests, package) == [
         "tests/perf/ is not a repo_builder package or module name: move its tests to the folder named after what "
         "they test",
         "tests/store/s3_helpers.py is a helper: shared helpers live in tests/support/",
+        "tests/spec/test_a.py imports the test module test_b: move what it shares to tests/support/",
         "2 test files are named test_a.py: test file names must be unique across tests/",
     ]

@@ -13,13 +13,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.process_output import read_until
 from support.triton_repo_factory import (
     group_alive,
     slow_model_py,
     write_double_repository,
     write_python_model,
 )
-from test_serve_cli import _read_until
 
 from repo_builder.triton.ports import free_port
 
@@ -72,7 +72,7 @@ def test_serve_is_not_ready_before_its_models_when_polled_from_start(tmp_path: P
         text=True,
     )
     try:
-        out = _read_until(proc, "log ", timeout=120)
+        out = read_until(proc, "log ", timeout=120)
         assert ready_file.read_text().startswith("grpc 127.0.0.1:"), out
         time.sleep(0.3)
         poller.stop = True  # what the server says while it shuts down is not the question
