@@ -203,7 +203,7 @@ def _session(config: Mapping[str, Any]) -> Any:
 
 
 class TritonPythonModel:
-    """Checks the config against the ONNX graph at load, then runs the graph for each request."""
+    """Checks the config against the ONNX graph at load, then runs the graph over each execution's requests."""
 
     @staticmethod
     def auto_complete_config(auto_complete_model_config: Any) -> Any:
@@ -224,26 +224,62 @@ class TritonPythonModel:
         inputs, outputs = graph_io(self.session)
         check_config(self.config, inputs, outputs)
         self.outputs = [str(o["name"]) for o in self.config.get("output", [])]
+        self.batching = int(self.config.get("max_batch_size", 0) or 0) > 0
 
     def execute(self, requests: Sequence[Any]) -> list[Any]:
-        import numpy as np
         import triton_python_backend_utils as pb_utils  # exists only inside the stub
 
-        responses = []
-        for request in requests:
-            feed = {}
-            for node in self.session.get_inputs():
-                tensor = pb_utils.get_input_tensor_by_name(request, node.name)
-                if tensor is None:
-                    continue
+        feeds = [self._feed(request, pb_utils) for request in requests]
+        # As the backend does: the requests of one execution run as ONE batch (the dynamic batcher gathers only
+        # requests whose inputs agree past the batch axis), then each gets its own rows back.
+        joined = run_batched(self.session, self.outputs, feeds) if self.batching and len(feeds) > 1 else None
+        per_request = joined if joined is not None else [self.session.run(self.outputs, feed) for feed in feeds]
+        return [
+            pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, _triton_array(value))
+                                                       for name, value in zip(self.outputs, results, strict=True)])
+            for results in per_request
+        ]
+
+    def _feed(self, request: Any, pb_utils: Any) -> dict[str, Any]:
+        feed = {}
+        for node in self.session.get_inputs():
+            tensor = pb_utils.get_input_tensor_by_name(request, node.name)
+            if tensor is not None:
                 array = tensor.as_numpy()
-                if node.type == "tensor(string)":
-                    array = np.vectorize(lambda v: v.decode() if isinstance(v, bytes) else v, otypes=[object])(array)
-                feed[node.name] = array
-            results = self.session.run(self.outputs, feed)
-            tensors = [
-                pb_utils.Tensor(name, np.asarray(value).astype(object) if np.asarray(value).dtype.kind == "U" else np.asarray(value))
-                for name, value in zip(self.outputs, results, strict=True)
-            ]
-            responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
-        return responses
+                feed[node.name] = _decoded(array) if node.type == "tensor(string)" else array
+        return feed
+
+
+def run_batched(session: Any, outputs: Sequence[str], feeds: Sequence[Mapping[str, Any]]) -> list[list[Any]] | None:
+    """One session run over all ``feeds`` joined on the batch axis, split back per feed; None when they cannot be
+    joined (different inputs or shapes past the batch axis) or an output is not batch-major."""
+    import numpy as np
+
+    names = sorted(feeds[0])
+    if not names or any(sorted(f) != names or any(np.ndim(v) == 0 for v in f.values()) for f in feeds):
+        return None
+    rows = [len(f[names[0]]) for f in feeds]
+    for name in names:
+        if any(f[name].shape[1:] != feeds[0][name].shape[1:] or len(f[name]) != n for f, n in zip(feeds, rows, strict=True)):
+            return None
+    results = session.run(list(outputs), {name: np.concatenate([f[name] for f in feeds]) for name in names})
+    if any(np.ndim(value) == 0 or len(value) != sum(rows) for value in results):
+        return None
+    edges = np.cumsum(rows)[:-1]
+    split = [np.split(np.asarray(value), edges) for value in results]
+    return [[parts[i] for parts in split] for i in range(len(feeds))]
+
+
+def _decoded(array: Any) -> Any:
+    """Triton's BYTES elements as the str onnxruntime's string tensors take."""
+    import numpy as np
+
+    flat = [v.decode() if isinstance(v, bytes) else v for v in array.ravel()]
+    return np.array(flat, dtype=object).reshape(array.shape)
+
+
+def _triton_array(value: Any) -> Any:
+    import numpy as np
+
+    array = np.asarray(value)
+    return array.astype(object) if array.dtype.kind == "U" else array
