@@ -9,7 +9,8 @@ MEANING = {
     "image_preprocess_ratio": "image preprocessing vs the published example, 500x375 JPEGs (items/s)",
     "image_preprocess_ratio_large": "same, large photos (per round the worse of 1920x1080 and 4032x3024)",
     "text_preprocess_ratio": "text preprocessing with ONNX tokenization vs pad-to-512 (scripts/bench/text_preprocess.py)",
-    "serving_efficiency": "end to end at concurrency 4 / in-process ceiling, in the same rounds",
+    "serving_efficiency": "end to end at concurrency 4 / in-process ceiling with at most 4 images in flight, in the same rounds",
+    "serving_efficiency_unbounded": "same, against the in-process best with any number of images in flight (no target)",
     "tuned_vs_default": "tuned build vs the previous default build, concurrency 4",
     "tune_vs_model_analyzer": "repo-builder tune's best / Model Analyzer's best, same budget",
     "tune_seconds": "repo-builder tune's wall time on the text pipeline",
@@ -123,11 +124,16 @@ def _tuned(results: dict[str, Any]) -> list[str]:
 
 
 def _ceiling(results: dict[str, Any]) -> list[str]:
-    best = results["ceiling"]["best"]
-    grid = ", ".join(f"{g['streams']}x{g['threads']}t b{g['batch']}: {g['items_per_s']:.1f}" for g in results["ceiling"]["grid"])
+    ceiling = results["ceiling"]
+    best = ceiling["best"]
+    bounded = ceiling.get("best_in_flight", best)
+    grid = ", ".join(f"{g['streams']}x{g['threads']}t b{g['batch']}: {g['items_per_s']:.1f}" for g in ceiling["grid"])
     return [
         f"Ceiling (same preprocessing + ONNX in one process, best of streams x threads x batch): "
-        f"{best['items_per_s']:.1f} items/s at {best['streams']} stream(s) x {best['threads']} thread(s), batch {best['batch']}.",
+        f"{best['items_per_s']:.1f} items/s at {best['streams']} stream(s) x {best['threads']} thread(s), batch {best['batch']}; "
+        f"with at most {ceiling.get('in_flight_bound', 4)} images in flight (streams x batch, as the served closed loop of 4 holds), "
+        f"{bounded['items_per_s']:.1f} items/s at {bounded['streams']} x {bounded['threads']} thread(s), batch {bounded['batch']}: "
+        "`serving_efficiency` is judged against the latter, measured again in each round.",
         f"Grid: {grid}.",
     ]
 

@@ -20,6 +20,7 @@ does not; the served figure for (a) is a floor. ``in_process`` gives each side's
 in this process, without any step around it.
 
     .venv/bin/python scripts/bench/text_preprocess.py [--quick] [--json PATH] [--rounds N]
+        [--load-generator auto|perf_analyzer|python] [--perf-analyzer PATH]
 
 ``measure(quick, rounds)`` is the library entry (scripts/bench/pipeline.py calls it).
 """
@@ -46,8 +47,10 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 from rounds import MET, MISSED, figure  # noqa: E402  (scripts/bench: run as a script or imported beside pipeline.py)
 
+from repo_builder.errors import ToolError  # noqa: E402
 from repo_builder.export.tiny_models import CORPUS  # noqa: E402
 from repo_builder.triton import bench  # noqa: E402
+from repo_builder.triton.perf_analyzer import LoadGenerator, choose  # noqa: E402
 
 # In-vocabulary words (as scripts/bench/pipeline.py): the tiny vocabulary would split others into characters.
 TEXT_WORDS = sorted({word for line in CORPUS for word in line.replace(",", " ").replace("!", " ").split() if word.isalnum()})
@@ -108,37 +111,65 @@ def summary(values: Sequence[float], target: float | None = None) -> dict[str, A
     return out
 
 
-def served(repo: Path, rounds: int, seconds: float, warmup: float) -> dict[str, Any]:
-    """Texts/s of each step at concurrency 4, in interleaved rounds, on one server."""
+def _measure(server: Any, name: str, generator: LoadGenerator, seconds: float, warmup: float,
+             fallbacks: list[str]) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
+    """One window at concurrency 4 (one text per request) through ``generator``; a perf_analyzer failure
+    costs this one window its generator (the Python client takes it, ``fallbacks`` says so)."""
+    def run(chosen: LoadGenerator) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
+        return bench.measure(server.client, server.grpc_url, name, payloads(), concurrency=4, seconds=seconds,
+                             warmup=warmup, generator=chosen, batch=1)
+
+    try:
+        return run(generator)
+    except ToolError as exc:
+        log(f"{exc}; this window with the Python client")
+        fallbacks.append(f"{name}: {exc}")
+        return run(LoadGenerator("python", note=str(exc)))
+
+
+def served(repo: Path, rounds: int, seconds: float, warmup: float, generator: LoadGenerator) -> dict[str, Any]:
+    """Texts/s of each step at concurrency 4, and its server compute per text, in interleaved rounds, on one server."""
     from repo_builder.triton import start_server
     from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
 
     staged = stage_repository(repo, [StandIn(STEPS["onnx"])])  # no onnxruntime backend here: the stand-in serves it
     per_s: dict[str, list[float]] = {role: [] for role in STEPS}
-    errors = 0
-    first_error = ""
+    item_ms: dict[str, list[float]] = {role: [] for role in STEPS}
+    batch: dict[str, list[float]] = {role: [] for role in STEPS}
+    errors, first_error, fallbacks, generators = 0, "", [], set()
     try:
         with start_server(staged.path, mode="explicit", startup_timeout=120.0) as server:
             for name in STEPS.values():
                 server.load(name, timeout=300)
             for index in range(rounds):
                 for role, name in STEPS.items():
-                    result, _ = bench.measure(server.client, server.grpc_url, name, payloads(), concurrency=4,
-                                              seconds=seconds, warmup=warmup)
+                    result, stats = _measure(server, name, generator, seconds, warmup, fallbacks)
                     per_s[role].append(result.items_per_s)
+                    item_ms[role].append(stats[0].item_ms)
+                    batch[role].append(stats[0].mean_batch)
+                    generators.add(result.load_generator)
                     errors += result.errors
                     first_error = first_error or result.first_error or ""
                 log(f"round {index + 1}/{rounds}: " + ", ".join(f"{r} {v[-1]:.0f} texts/s" for r, v in per_s.items()))
     finally:
         remove_stage(staged)
-    onnx_ratio = [o / b for o, b in zip(per_s["onnx"], per_s["pad_512"], strict=True)]
-    python_ratio = [p / b for p, b in zip(per_s["python"], per_s["pad_512"], strict=True)]
-    onnx_python = [o / p for o, p in zip(per_s["onnx"], per_s["python"], strict=True)]
+
+    def per_round(top: dict[str, list[float]], a: str, b: str) -> list[float]:
+        return [x / y if y else 0.0 for x, y in zip(top[a], top[b], strict=True)]
+
     return {
         "texts_per_s": {role: summary(values) for role, values in per_s.items()},
-        "text_preprocess_ratio": summary(onnx_ratio, TARGETS["text_preprocess_ratio"]),
-        "python_step_ratio": summary(python_ratio, TARGETS["text_preprocess_ratio"]),
-        "onnx_vs_python": summary(onnx_python, TARGETS["onnx_vs_python"]),
+        "server_ms_per_text": {role: summary(values) for role, values in item_ms.items()},
+        "mean_batch": {role: summary(values) for role, values in batch.items()},
+        "text_preprocess_ratio": summary(per_round(per_s, "onnx", "pad_512"), TARGETS["text_preprocess_ratio"]),
+        "python_step_ratio": summary(per_round(per_s, "python", "pad_512"), TARGETS["text_preprocess_ratio"]),
+        "onnx_vs_python": summary(per_round(per_s, "onnx", "python"), TARGETS["onnx_vs_python"]),
+        # Server compute per text (the statistics API), pad-to-512 over ours: what the step itself costs, without
+        # the client and gRPC work that both sides share on these two cores.
+        "server_ratio": summary(per_round(item_ms, "pad_512", "onnx")),
+        "python_server_ratio": summary(per_round(item_ms, "pad_512", "python")),
+        "load_generator": "perf_analyzer" if generators == {"perf_analyzer"} else "python",
+        "load_generator_note": generator.note or "; ".join(fallbacks),
         "errors": errors,
         "first_error": first_error,
     }
@@ -185,14 +216,16 @@ def in_process(repo: Path, rounds: int, seconds: float) -> dict[str, Any]:
             "onnx_vs_python": summary([p / o for o, p in zip(ms["onnx"], ms["python"], strict=True)])}
 
 
-def measure(quick: bool, rounds: int) -> dict[str, Any]:
-    """Build (a), (b), (c) in a temporary folder and measure them in ``rounds`` interleaved rounds."""
+def measure(quick: bool, rounds: int, generator: LoadGenerator | None = None) -> dict[str, Any]:
+    """Build (a), (b), (c) in a temporary folder and measure them in ``rounds`` interleaved rounds, through
+    ``generator`` (default: perf_analyzer when it runs here, else the Python client)."""
+    generator = generator or choose("auto")
     seconds, warmup = (1.5, 0.5) if quick else (6.0, 1.5)
     started, load_before = time.perf_counter(), os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-text-preprocess-") as scratch:
         log("building the tiny BERT text classifier with --preprocess onnx and python")
         repo = prepare_repository(Path(scratch))
-        results = served(repo, rounds, seconds, warmup)
+        results = served(repo, rounds, seconds, warmup, generator)
         results["in_process"] = in_process(repo, rounds, 0.2 if quick else 1.0)
     results["machine"] = {"cores": os.cpu_count(), "quick": quick, "rounds": rounds,
                           "load_average_before": [round(x, 2) for x in load_before],
@@ -207,12 +240,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="Short windows, two rounds: checks that the benchmark runs.")
     parser.add_argument("--rounds", type=int, default=None, help="Interleaved rounds (default: 2 with --quick, else 5).")
     parser.add_argument("--json", type=Path, default=None, help="Write every figure here.")
+    parser.add_argument("--load-generator", choices=("auto", "perf_analyzer", "python"), default="auto",
+                        help="perf_analyzer when it runs here (auto), or the Python gRPC client.")
+    parser.add_argument("--perf-analyzer", type=Path, default=None, help="The perf_analyzer binary (default: as repo-builder bench finds it).")
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 5)
-    results = measure(args.quick, rounds)
+    results = measure(args.quick, rounds, choose(args.load_generator, args.perf_analyzer))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    print(json.dumps({key: results[key] for key in ("text_preprocess_ratio", "python_step_ratio", "onnx_vs_python")}, indent=2))
+    print(json.dumps({key: results[key] for key in ("text_preprocess_ratio", "python_step_ratio", "onnx_vs_python", "server_ratio",
+                                                    "load_generator")}, indent=2))
     return 0 if results["errors"] == 0 else 1
 
 

@@ -41,6 +41,9 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     assert efficiency["load_generator"] in ("perf_analyzer", "python") and efficiency["load"]["cores"] >= 1
     if efficiency["load_generator"] == "python":  # the target is perf_analyzer's: the Python client's figure gets no verdict
         assert efficiency["status"] == "not-measured" and efficiency["fallback_note"]
+    ceiling = results["ceiling"]  # the target's ceiling holds no more images in flight than the served loop of 4
+    assert ceiling["best_in_flight"]["streams"] * ceiling["best_in_flight"]["batch"] <= ceiling["in_flight_bound"] == 4
+    assert figures["serving_efficiency_unbounded"]["status"] == "recorded" and figures["serving_efficiency_unbounded"]["value"] > 0
     assert figures["tune_vs_model_analyzer"]["value"] is None  # Model Analyzer is never run by this script
     assert set(results["accuracy"]) == {"500x375", "1920x1080", "4032x3024"}
     assert all(level["errors"] == 0 for level in results["end_to_end"]["levels"])

@@ -29,4 +29,6 @@ def test_text_preprocess_benchmark_writes_every_figure_when_quick(tmp_path: Path
         assert all(v > 0 for v in figure["rounds"]) and figure["spread"][0] <= figure["median"] <= figure["spread"][1]
         assert isinstance(figure["met"], bool) and isinstance(figure["settled"], bool)
     assert all(results["texts_per_s"][role]["median"] > 0 for role in ("onnx", "python", "pad_512"))
+    assert all(results["server_ms_per_text"][role]["median"] > 0 for role in ("onnx", "python", "pad_512"))
+    assert results["server_ratio"]["median"] > 0 and results["load_generator"] in ("perf_analyzer", "python")
     assert all(results["in_process"]["ms_per_text"][role]["median"] > 0 for role in ("onnx", "python", "pad_512"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 
-from pipeline import external_figure, model_analyzer_reason, run_external, serving_figure
+from pipeline import best_within, external_figure, model_analyzer_reason, run_external, serving_figure
 
 from repo_builder.triton.perf_analyzer import LoadGenerator
 
@@ -55,3 +55,12 @@ def test_model_analyzer_reason_carries_perf_analyzers_own_error() -> None:
     note = "perf_analyzer cannot run (exit 1): version `GLIBC_2.38' not found; measured with the Python gRPC client instead"
     reason = model_analyzer_reason(LoadGenerator("python", note=note))
     assert "GLIBC_2.38" in reason and "measured with the Python" not in reason and "model_analyzer.py" in reason
+
+
+def test_best_within_keeps_the_ceiling_to_the_served_loads_images_in_flight() -> None:
+    grid = [{"streams": 2, "threads": 2, "batch": 8, "items_per_s": 20.0}, {"streams": 2, "threads": 1, "batch": 2, "items_per_s": 17.0},
+            {"streams": 4, "threads": 1, "batch": 1, "items_per_s": 16.0}, {"streams": 1, "threads": 2, "batch": 1, "items_per_s": 12.0}]
+    assert best_within(grid, None)["items_per_s"] == 20.0
+    assert best_within(grid, 4)["items_per_s"] == 17.0
+    assert best_within(grid, 1)["items_per_s"] == 12.0
+    assert best_within(grid[:1], 4)["items_per_s"] == 20.0  # none small enough: the grid's best, not an empty answer
