@@ -38,8 +38,11 @@ def format_table(result: TuneResult) -> str:
     lines.append("  > winner   * Pareto front (no other candidate serves more at a lower p99)")
     confirmed = doc.get("confirmation")
     if confirmed:
-        lines.append(f"winner vs start, medians of {confirmed['rounds']} interleaved round(s): {confirmed['ratio']:.2f}x"
-                     + (" (not above the noise: the start is kept)" if confirmed.get("kept_start") else ""))
+        entrants = len(confirmed.get("entrants", ())) or 2
+        lines.append(f"winner vs start, medians of {confirmed['rounds']} interleaved round(s) of {entrants} finalists: {confirmed['ratio']:.2f}x"
+                     + (" (not above the noise: the start is kept)" if confirmed.get("kept_start") else "")
+                     + ("" if confirmed.get("kept_start") or confirmed.get("climb_best_kept", True) else
+                        " (a runner-up of the climb served more than its best when measured again)"))
     return "\n".join(lines)
 
 
@@ -60,7 +63,8 @@ def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
 @click.option("--max-candidates", type=click.IntRange(min=1), default=16, show_default=True, help="Stop after measuring this many settings.")
 @click.option("--max-seconds", type=click.FloatRange(min=1), default=600.0, show_default=True, help="Stop searching after this long.")
 @click.option("--max-instances", type=click.IntRange(min=1, max=64), default=None, help="Most instances per step [default: the cores, at least 2].")
-@click.option("--confirm-rounds", type=click.IntRange(min=0, max=10), default=2, show_default=True, help="Interleaved re-measurements of the start and the winner.")
+@click.option("--confirm-rounds", type=click.IntRange(min=0, max=10), default=2, show_default=True, help="Interleaved re-measurements of the finalists (0: take the climb's best as measured).")
+@click.option("--finalists", type=click.IntRange(min=2, max=8), default=3, show_default=True, help="Settings re-measured in those rounds: the start, the climb's best and the next-best runners-up.")
 @click.option("--input", "inputs", multiple=True, help="NAME=FILE: send FILE's bytes as input NAME (as bench does); other inputs are synthesized.")
 @click.option("--dry-run", is_flag=True, help="Search and report; leave the repository unchanged.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the search record (kind repo-builder.tune-search) to this file.")
@@ -70,7 +74,7 @@ def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
 @verbose_option
 def command(
     repository: Path, model: str | None, p99_ms: float | None, concurrency: int, seconds: float, warmup: float,
-    max_candidates: int, max_seconds: float, max_instances: int | None, confirm_rounds: int, inputs: tuple[str, ...],
+    max_candidates: int, max_seconds: float, max_instances: int | None, confirm_rounds: int, finalists: int, inputs: tuple[str, ...],
     dry_run: bool, json_path: Path | None, report_path: Path | None, tritonserver: Path | None, quiet: bool, verbose: bool,
 ) -> int:
     """Search the steps' instances, threads and batching delays of an ensemble jointly; write the winner.
@@ -87,7 +91,7 @@ def command(
         repository=repository, model=model, objective=Objective(p99_budget_ms=p99_ms),
         budget=Budget(max_candidates=max_candidates, max_seconds=max_seconds),
         measure=MeasureSettings(concurrency=concurrency, seconds=seconds, warmup=warmup),
-        max_instances=max_instances, confirm_rounds=confirm_rounds, files=_files_by_input(inputs),
+        max_instances=max_instances, confirm_rounds=confirm_rounds, finalists=finalists, files=_files_by_input(inputs),
         write=not dry_run, tritonserver=str(tritonserver) if tritonserver else None,
     )
     result = tune_repository(request, out.progress)

@@ -1,9 +1,8 @@
-"""The whole of ``tune``: read the steps, climb, confirm the winner against the start in interleaved
-rounds, write the winner (unless --dry-run) and the search record."""
+"""The whole of ``tune``: read the steps, climb, re-measure the finalists (the start, the climb's best, the
+runners-up) in interleaved rounds, write the winner (unless --dry-run) and the search record."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,16 @@ from repo_builder.tune.commit import write_winner
 from repo_builder.tune.knobs import Setting, current_knobs, setting_of, step_space
 from repo_builder.tune.record import tune_document
 from repo_builder.tune.runner import CandidateRunner, MeasureSettings, read_model_config, tunable_steps
-from repo_builder.tune.search import Budget, Measured, Objective, SearchResult, hill_climb
+from repo_builder.tune.search import (
+    Budget,
+    Measured,
+    Objective,
+    SearchResult,
+    describe,
+    finalists,
+    hill_climb,
+    runoff,
+)
 
 Log = Callable[[str], None]
 
@@ -31,7 +39,8 @@ class TuneRequest:
     budget: Budget = field(default_factory=Budget)
     measure: MeasureSettings = field(default_factory=MeasureSettings)
     max_instances: int | None = None  # None: the cores, at least 2
-    confirm_rounds: int = 2  # interleaved re-measurements of the start and the winner
+    confirm_rounds: int = 2  # interleaved re-measurements of the finalists
+    finalists: int = 3  # the start, the climb's best and the runners-up re-measured in those rounds
     files: Mapping[str, Sequence[bytes]] = field(default_factory=dict)  # --input NAME=FILE
     write: bool = True  # False: --dry-run
     tritonserver: str | None = None
@@ -63,24 +72,34 @@ def only_ensemble(repository: Path) -> str:
     return ensembles[0]
 
 
-def _confirm(runner: CandidateRunner, start: Setting, best: Setting, rounds: int, log: Log) -> dict[str, Any] | None:
-    """Start and winner measured alternately: machines are noisy, so the ratio comes from medians of
-    interleaved rounds, not from two runs minutes apart."""
-    if rounds <= 0 or start == best:
-        return None
-    figures: dict[str, list[float]] = {"start": [], "winner": []}
-    for i in range(rounds):
-        for label, setting in (("start", start), ("winner", best)):
-            m = runner.measure(setting)
-            figures[label].append(m.items_per_s)
-            log(f"confirm {i + 1}/{rounds} {label}: {m.items_per_s:.1f} items/s")
-    start_median, winner_median = (statistics.median(figures[k]) for k in ("start", "winner"))
-    return {
-        "rounds": rounds,
-        "start_items_per_s": figures["start"],
-        "winner_items_per_s": figures["winner"],
-        "ratio": round(winner_median / start_median, 3) if start_median else 0.0,
+def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest, log: Log) -> tuple[SearchResult, dict[str, Any] | None]:
+    """The finalists measured alternately: machines are noisy, so the winner and its gain over the start come
+    from medians of interleaved rounds, not from single windows minutes apart. A gain below the noise keeps
+    the start."""
+    entrants = finalists(search, request.objective, request.finalists)
+    if request.confirm_rounds <= 0 or len(entrants) < 2:
+        return search, None
+    result = runoff(entrants, runner.measure, request.confirm_rounds, request.objective, log)
+    start = search.baseline.setting
+    start_median, winner_median = result.median(start), result.median(result.winner)
+    ratio = round(winner_median / start_median, 3) if start_median else 0.0
+    kept_start = result.winner != start and ratio < 1.0 + request.objective.min_gain
+    winner = start if kept_start else result.winner
+    if kept_start:
+        log(f"the winner's gain did not hold in the confirmation rounds ({ratio:.2f}x); keeping the start")
+    by_setting = {m.setting: m for m in search.measured}
+    confirmation: dict[str, Any] = {
+        "rounds": request.confirm_rounds,
+        "start_items_per_s": list(result.items_per_s[start]),
+        "winner_items_per_s": list(result.items_per_s[winner]),
+        "ratio": 1.0 if winner == start else ratio,
+        "climb_best_kept": winner == search.best.setting,
+        "entrants": [{"setting": describe(s), "items_per_s": list(result.items_per_s[s]), "p99_ms": list(result.p99_ms[s]),
+                      "errors": result.errors[s], "median_items_per_s": round(result.median(s), 2)} for s in entrants],
     }
+    if kept_start:
+        confirmation.update(kept_start=True, ratio=ratio)
+    return SearchResult(measured=search.measured, best=by_setting[winner]), confirmation
 
 
 def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResult:
@@ -103,12 +122,7 @@ def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResu
             return runner.measure(setting)
 
         search = hill_climb(start, spaces, cores, measure, request.objective, request.budget, log)
-        confirmation = _confirm(runner, start, search.best.setting, request.confirm_rounds, log)
-    if confirmation is not None and confirmation["ratio"] < 1.0 + request.objective.min_gain:
-        # The climb's gain did not hold up when measured again beside the start: noise, not a win.
-        log(f"the winner's gain did not hold in the confirmation rounds ({confirmation['ratio']:.2f}x); keeping the start")
-        confirmation = {**confirmation, "kept_start": True}
-        search = SearchResult(measured=search.measured, best=search.baseline)
+        search, confirmation = _confirm(runner, search, request, log)
     settings = {
         "concurrency": request.measure.concurrency, "seconds": request.measure.seconds, "warmup": request.measure.warmup,
         "max_candidates": request.budget.max_candidates, "max_seconds": request.budget.max_seconds,

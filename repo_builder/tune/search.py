@@ -12,8 +12,9 @@ Pure logic: measuring is a function handed in (``Measure``), so the search is te
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from repo_builder.tune.knobs import Setting, StepKnobs, StepSpace, neighbours
@@ -116,8 +117,57 @@ def hill_climb(
     return SearchResult(measured=tuple(seen.values()), best=best)
 
 
+@dataclass(frozen=True)
+class Runoff:
+    """The finalists re-measured in interleaved rounds: a single window can crown the machine's noise."""
+
+    entrants: tuple[Setting, ...]  # the start first, then the climb's best, then the runners-up
+    items_per_s: Mapping[Setting, tuple[float, ...]]
+    p99_ms: Mapping[Setting, tuple[float, ...]]
+    errors: Mapping[Setting, int]
+    winner: Setting
+
+    def median(self, setting: Setting) -> float:
+        return statistics.median(self.items_per_s[setting])
+
+
+def finalists(result: SearchResult, objective: Objective, count: int) -> tuple[Setting, ...]:
+    """The start, the climb's best and the next-best feasible settings it measured: ``count`` at most (two at least)."""
+    ranked = sorted((m for m in result.measured if objective.feasible(m)), key=lambda m: -m.items_per_s)
+    chosen = [result.baseline.setting, result.best.setting]
+    chosen += [m.setting for m in ranked if m.setting not in chosen]
+    return tuple(dict.fromkeys(chosen))[: max(2, count)]
+
+
+def runoff(entrants: Sequence[Setting], measure: Measure, rounds: int, objective: Objective,
+           log: Callable[[str], None] = lambda _: None) -> Runoff:
+    """Each entrant measured once per round, the order turned each round (no entrant always follows the same
+    one); the winner has the highest median throughput among those whose median p99 keeps the budget and
+    which never failed a request. None qualifies: the start stays."""
+    items: dict[Setting, list[float]] = {s: [] for s in entrants}
+    p99: dict[Setting, list[float]] = {s: [] for s in entrants}
+    errors = dict.fromkeys(entrants, 0)
+    for index in range(rounds):
+        shift = index % len(entrants)
+        for setting in (*entrants[shift:], *entrants[:shift]):
+            m = measure(setting)
+            items[setting].append(m.items_per_s)
+            p99[setting].append(m.p99_ms)
+            errors[setting] += m.errors
+            log(f"runoff {index + 1}/{rounds}: {describe(setting)}: {m.items_per_s:.1f} items/s, p99 {m.p99_ms:.1f} ms")
+
+    def qualifies(setting: Setting) -> bool:
+        return errors[setting] == 0 and (objective.p99_budget_ms is None or statistics.median(p99[setting]) <= objective.p99_budget_ms)
+
+    qualified = [s for s in entrants if qualifies(s)]
+    winner = max(qualified, key=lambda s: statistics.median(items[s])) if qualified else entrants[0]
+    return Runoff(tuple(entrants), {s: tuple(v) for s, v in items.items()}, {s: tuple(v) for s, v in p99.items()},
+                  errors, winner)
+
+
 def describe(setting: Setting) -> str:
     return "; ".join(f"{name}: {k.describe()}" for name, k in setting)
 
 
-__all__ = ["Budget", "Measure", "Measured", "Objective", "SearchResult", "StepKnobs", "describe", "hill_climb"]
+__all__ = ["Budget", "Measure", "Measured", "Objective", "Runoff", "SearchResult", "StepKnobs", "describe", "finalists",
+           "hill_climb", "runoff"]

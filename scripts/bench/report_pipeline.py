@@ -60,13 +60,31 @@ def _notes(figures: dict[str, Any]) -> list[str]:
         if key == "text_preprocess_ratio" and f.get("python_step"):
             step = f["python_step"]
             note += ("" if not note or note.endswith(".") else ". ") + (
-                "served through the embedded Triton's ONNX Runtime stand-in (a Python-backend model running onnxruntime: "
-                "it pays the Python step's round trip and batches no requests together), so this is a floor for the "
-                "real onnxruntime backend, which this machine cannot run (docs/performance.md)."
+                "served through the embedded Triton's ONNX Runtime stand-in (a Python-backend model running onnxruntime, "
+                "one session run per execution as the backend does: it pays the Python step's round trip), so this is a "
+                "floor for the real onnxruntime backend, which this machine cannot run (docs/performance.md)."
                 f" The generated Python step's figure beside it: median {_number(step['value'])}, spread "
-                f"{_number(step['spread'][0])}..{_number(step['spread'][1])}, {step['status']}.")
+                f"{_number(step['spread'][0])}..{_number(step['spread'][1])}, {step['status']}.") + _onnx_work(f.get("detail"))
         if note.strip():
             out.append(f"- `{key}`: {note.strip()}")
+    return out
+
+
+def _onnx_work(detail: dict[str, Any] | None) -> str:
+    """The ONNX tokenizer's own cost in this run (in process and served), which bounds the figure on any backend."""
+    if not detail or "in_process" not in detail:
+        return ""
+    ms = {role: v["median"] for role, v in detail["in_process"]["ms_per_text"].items()}
+    out = (f" In process (no server, batch of 4), the ONNX tokenizer graph costs {ms['onnx']:.3f} ms per text, the Python step's "
+           f"`tokenizers` {ms['python']:.3f} and pad-to-512 {ms['pad_512']:.3f} (onnxruntime-extensions' string ops run one "
+           "text at a time inside a Loop, and the checkpoint's normalization splits each text into characters).")
+    server = detail.get("server_ms_per_text")
+    if server:
+        onnx, python, base = (server[role]["median"] for role in ("onnx", "python", "pad_512"))
+        out += (f" Server compute per text here: onnx {onnx:.3f} ms, Python step {python:.3f}, pad-to-512 {base:.3f} "
+                f"({detail.get('load_generator', 'python')} load generator). A backend with no per-execution cost at all would "
+                f"still pay the graph's {ms['onnx']:.3f} ms: at most {base / ms['onnx']:.1f}x pad-to-512's served cost, before "
+                "any client or gRPC work.")
     return out
 
 

@@ -54,6 +54,9 @@ def test_tune_dry_run_writes_record_report_reads_and_leaves_repository_unchanged
     assert isinstance(parsed, TuneRecord)
     assert len(parsed.candidates) == 3 and parsed.winner in {c.id for c in parsed.candidates}
     assert all(c.items_per_s > 0 and c.errors == 0 for c in parsed.candidates)  # every candidate really served
+    # The finalists (start, climb's best, runner-up) were measured again, one round each; the winner is one of them.
+    entrants = doc["confirmation"]["entrants"]
+    assert len(entrants) == 3 and all(len(e["items_per_s"]) == 1 and e["items_per_s"][0] > 0 for e in entrants)
     assert doc["candidates"][0]["knobs"]["t_model.instances"] == current_knobs(
         tunable_steps(built, "t")["t_model"]).instances
 

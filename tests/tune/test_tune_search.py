@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from repo_builder.tune.knobs import Setting, StepKnobs, StepSpace, neighbours, setting_of
-from repo_builder.tune.search import Budget, Measured, Objective, hill_climb
+from repo_builder.tune.search import Budget, Measured, Objective, SearchResult, finalists, hill_climb, runoff
 
 SPACES = {
     "pre": StepSpace("pre", (1, 2, 3, 4)),
@@ -85,3 +85,42 @@ def test_neighbours_keep_instances_times_threads_within_cores() -> None:
     found = neighbours(StepKnobs(2, 1, 100), SPACES["model"], cores=4)
     assert StepKnobs(3, 1, 100) in found and StepKnobs(1, 4, 100) in found and StepKnobs(2, 2, 100) in found
     assert all(k.instances * (k.threads or 1) <= 4 for k in found)
+
+
+def _measured(setting: Setting, items: float, p99: float = 5.0, errors: int = 0) -> Measured:
+    return Measured(setting, items_per_s=items, p50_ms=1.0, p99_ms=p99, errors=errors)
+
+
+A = setting_of({"pre": StepKnobs(1)})
+B = setting_of({"pre": StepKnobs(2)})
+C = setting_of({"pre": StepKnobs(3)})
+D = setting_of({"pre": StepKnobs(4)})
+
+
+def test_finalists_are_the_start_the_best_and_the_runners_up_in_that_order() -> None:
+    result = SearchResult((_measured(A, 10), _measured(B, 30), _measured(C, 25, p99=50), _measured(D, 20)), best=_measured(B, 30))
+    assert finalists(result, Objective(p99_budget_ms=10), 3) == (A, B, D)  # C broke the budget: not a finalist
+    assert finalists(result, Objective(), 4) == (A, B, C, D)
+    assert finalists(SearchResult((_measured(A, 10),), best=_measured(A, 10)), Objective(), 3) == (A,)
+
+
+def test_runoff_crowns_the_best_median_not_the_luckiest_window() -> None:
+    # B's single lucky window won the climb; measured again, C serves more in every round.
+    windows = {A: iter([10, 11, 10]), B: iter([12, 13, 12]), C: iter([15, 14, 16])}
+    order: list[Setting] = []
+
+    def measure(setting: Setting) -> Measured:
+        order.append(setting)
+        return _measured(setting, float(next(windows[setting])))
+
+    result = runoff((A, B, C), measure, 3, Objective())
+    assert result.winner == C and result.median(C) == 15 and result.items_per_s[A] == (10, 11, 10)
+    assert order[:3] == [A, B, C] and order[3:6] == [B, C, A]  # the order turns each round
+
+
+def test_runoff_keeps_the_start_when_no_finalist_keeps_the_budget_or_answers_every_request() -> None:
+    def measure(setting: Setting) -> Measured:
+        return _measured(setting, 50.0 if setting != A else 10.0, p99=20.0 if setting == B else 5.0, errors=1 if setting == C else 0)
+
+    assert runoff((A, B, C), measure, 2, Objective(p99_budget_ms=10)).winner == A
+    assert runoff((B, C), measure, 2, Objective(p99_budget_ms=10)).winner == B  # nothing qualifies: the first entrant
