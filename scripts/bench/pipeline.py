@@ -662,7 +662,8 @@ def main(argv: list[str] | None = None) -> int:
             results["external"]["model_analyzer"] = load_model_analyzer(args.model_analyzer_json)
         elif args.model_analyzer:
             results["external"]["model_analyzer"] = phase("model_analyzer", lambda: run_external(
-                "model_analyzer", repository=text_only(repo, work / "text-only"), perf_analyzer=args.perf_analyzer, quick=args.quick))
+                "model_analyzer", repository=text_only(repo, work / "text-only"), perf_analyzer=args.perf_analyzer, quick=args.quick,
+                rounds=None if args.quick else 5))
     after = machine_load()
     results["machine"] = {
         "cores": cores,
