@@ -88,10 +88,18 @@ def _onnx_work(detail: dict[str, Any] | None) -> str:
     return out
 
 
+def _floor_cell(f: dict[str, Any]) -> str:
+    """The Python-step floor's items/s and, in brackets, its ratio to the baseline: what no Python step passes."""
+    floor = f.get("floor")
+    if not floor or not f["baseline"]["items_per_s"]:
+        return ""
+    return f"{floor['items_per_s']:.0f} ({floor['items_per_s'] / f['baseline']['items_per_s']:.2f}x)"
+
+
 def _preprocessing(results: dict[str, Any]) -> list[str]:
     lines = [
-        "| input | ours items/s | baseline items/s | items/s ratio | ours server ms/item | baseline server ms/item | server ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| input | ours items/s | baseline items/s | items/s ratio | ours server ms/item | baseline server ms/item | server ratio | floor items/s (bound) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = [(f"JPEG {size}", f) for size, f in results["image_preprocess"].items()]
     rows.append(("text (8-60 in-vocabulary words)", results["text_preprocess"]))
@@ -99,7 +107,7 @@ def _preprocessing(results: dict[str, Any]) -> list[str]:
     for label, f in rows:
         lines.append(
             f"| {label} | {f['ours']['items_per_s']:.1f} | {f['baseline']['items_per_s']:.1f} | {f['ratio']:.2f} "
-            f"| {f['ours']['item_ms']:.2f} | {f['baseline']['item_ms']:.2f} | {f['compute_ratio']:.2f} |"
+            f"| {f['ours']['item_ms']:.2f} | {f['baseline']['item_ms']:.2f} | {f['compute_ratio']:.2f} | {_floor_cell(f)} |"
         )
     if floor:
         lines += [
@@ -179,6 +187,28 @@ WHY = {
 }
 
 
+def _image_why(results: dict[str, Any]) -> str:
+    """The 500x375 figure against the floor measured in the same rounds (a step that decodes nothing)."""
+    size = results["image_preprocess"].get("500x375", {})
+    floor = size.get("floor")
+    if not floor:
+        return WHY["image_preprocess_ratio"]
+    ours, base = size["ours"], size["baseline"]
+    bound = floor["items_per_s"] / base["items_per_s"] if base["items_per_s"] else 0.0
+    target = results["figures"]["image_preprocess_ratio"]["target"]
+    share = ours["items_per_s"] / floor["items_per_s"] if floor["items_per_s"] else 0.0
+    verdict = (f"so no Python image step can reach {target:g}x here: the floor, not the decoding, is the wall"
+               if bound < target else f"so the floor leaves room for {target:g}x: ours serves {share:.0%} of the floor's rate and "
+               "the rest is its own decoding, resizing and normalizing")
+    return (
+        f"Image preprocessing (500x375): a Python step that decodes nothing and answers each JPEG with ready 3x224x224 "
+        f"FP32 pixels (two instances, batching, as ours) serves {floor['items_per_s']:.0f} items/s through the same load "
+        f"generator ({floor['item_ms']:.2f} ms of server time per item: reading the bytes, writing 602 KB of pixels per "
+        f"image through the stub's shared memory), {bound:.2f}x the published example's {base['items_per_s']:.0f}; "
+        f"ours serves {ours['items_per_s']:.0f} ({ours['item_ms']:.2f} ms per item), {verdict}."
+    )
+
+
 def _text_why(results: dict[str, Any]) -> str:
     """The missed text target, in this run's own figures: what the Python backend costs either side."""
     figures, served = results["details"], results["text_preprocess"]
@@ -241,7 +271,8 @@ def _serving_why(results: dict[str, Any]) -> str:
 
 def _why(results: dict[str, Any]) -> list[str]:
     figures = results["figures"]
-    explain = {"text_preprocess_ratio": _text_why, "tuned_vs_default": _tuned_why, "serving_efficiency": _serving_why}
+    explain = {"text_preprocess_ratio": _text_why, "tuned_vs_default": _tuned_why, "serving_efficiency": _serving_why,
+               "image_preprocess_ratio": _image_why}
     keys = [k for k in explain if k in figures and figures[k]["status"] != "met"]
     keys += [k for k in ("image_preprocess_ratio", "image_preprocess_ratio_large") if figures[k]["status"] != "met"]
     return [f"- {explain[key](results) if key in explain else WHY[key]}" for key in keys]
