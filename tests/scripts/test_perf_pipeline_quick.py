@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -55,6 +56,8 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     assert results["text_profile"]["batch_1"]["ours_ms"] > 0 and results["text_profile"]["batch_1"]["baseline_ms"] > 0
     assert results["details"]["text_preprocess_ratio_in_process"] > 0 and results["details"]["text_preprocess_ratio_bound"] > 0
     sys.path.insert(0, str(SCRIPT.parent))
+    check_text_onnx(results["external"]["text_preprocess"])
+    check_dali(results["external"]["dali_preprocess"])
     from pipeline import make_plan
     from report_pipeline import markdown
 
@@ -62,5 +65,43 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     assert "### Text preprocessing profile" in section and "| 1 |" in section
     assert "floor items/s (bound)" in section and "decodes nothing" in section
     assert "| `serving_efficiency` |" in section and "**unsettled**" in section and "Load generator:" in section
-    # Under 3 minutes on 2 quiet cores; a shared CI machine gets slack, a hang does not.
+    # Under 3 minutes on 2 quiet cores (the ONNX text and DALI benchmarks included); a shared CI machine gets slack, a hang does not.
     assert time.perf_counter() - started < 540
+
+
+def check_text_onnx(external: list) -> None:  # type: ignore[type-arg]
+    """scripts/bench/text_preprocess.py as the pipeline ran it (its own --quick is this same call): every figure
+    measured, nothing failed. Without onnxruntime-extensions, the reason is kept instead."""
+    result, why = external
+    if importlib.util.find_spec("onnxruntime_extensions") is None:
+        assert result is None and why
+        return
+    assert result is not None, why
+    assert result["machine"]["quick"] is True and result["errors"] == 0, result.get("first_error")
+    for key in ("text_preprocess_ratio", "python_step_ratio", "onnx_vs_python", "server_ratio"):
+        figure = result[key]
+        assert len(figure["rounds"]) == result["machine"]["rounds"] and all(v > 0 for v in figure["rounds"]), key
+        assert figure["spread"][0] <= figure["median"] <= figure["spread"][1], key
+    assert isinstance(result["text_preprocess_ratio"]["met"], bool)
+    for table in ("texts_per_s", "server_ms_per_text"):
+        assert all(result[table][role]["median"] > 0 for role in ("onnx", "python", "pad_512")), table
+    assert all(result["in_process"]["ms_per_text"][role]["median"] > 0 for role in ("onnx", "python", "pad_512"))
+    assert result["load_generator"] in ("perf_analyzer", "python")
+
+
+def check_dali(external: list) -> None:  # type: ignore[type-arg]
+    """scripts/bench/dali_preprocess.py as the pipeline ran it (quick): every family within the limits."""
+    result, why = external
+    if importlib.util.find_spec("nvidia.dali") is None:
+        assert result is None and why
+        return
+    assert result is not None, why
+    from dali_preprocess import MAX_LIMIT, MEAN_LIMIT
+
+    assert set(result["families"]) == {"resnet50", "image-classifier", "object-detector"}
+    worst = [fig for family in result["families"].values() for fig in family["sizes"].values()]
+    assert result["dali_mean_abs_diff"] == max(f["mean_abs"] for f in worst)
+    assert result["dali_max_abs_diff"] == max(f["max_abs"] for f in worst)
+    assert result["dali_mean_abs_diff"] <= MEAN_LIMIT and result["dali_max_abs_diff"] <= MAX_LIMIT, result
+    assert all(f["shapes_equal"] for f in result["families"]["object-detector"]["sizes"].values())
+    assert result["dali_within_limits"] is True
