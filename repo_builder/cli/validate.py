@@ -30,6 +30,7 @@ from repo_builder.fsutil import write_text_atomic
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.store.deadline import store_deadline
 from repo_builder.tensorrt_releases import known_releases
+from repo_builder.validate.live_codes import DEFAULT_LOAD_TIMEOUT
 from repo_builder.validate.location import validate_location, validate_options
 from repo_builder.validate.records import Severity
 from repo_builder.validate.report import Report
@@ -37,8 +38,6 @@ from repo_builder.validate.reporters import FORMATS, REPORTERS, RenderSettings, 
 from repo_builder.validate.reporters.formatting import summary_line
 from repo_builder.validate.rule_config import RuleChoice, resolve_rule_config
 from repo_builder.validate.suppress import apply_rule_config, needs_reason
-
-DEFAULT_LOAD_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)

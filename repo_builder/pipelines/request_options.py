@@ -17,6 +17,7 @@ from repo_builder.compile_recipe import PRECISIONS
 from repo_builder.pipelines.option_record import FamilyOption
 from repo_builder.pipelines.runtime import CHOICES
 from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE
+from repo_builder.validate.live_codes import DEFAULT_LOAD_TIMEOUT
 
 __all__ = [
     "BUILD_OPTIONS", "CHECK_DEFAULTS", "CHECK_OPTIONS", "DEFAULT_LOAD_TIMEOUT", "NEGATED_FIELDS", "REQUEST_DEFAULTS",
@@ -60,7 +61,6 @@ BUILD_OPTIONS: tuple[FamilyOption, ...] = (
                  kind="int"),
 )
 
-DEFAULT_LOAD_TIMEOUT = 60.0  # seconds, as `repo-builder validate --load-timeout`
 
 # The validation build ends with: the same flags as `repo-builder validate` (and --gpu/--no-gpu), in --help order.
 CHECK_OPTIONS: tuple[FamilyOption, ...] = (

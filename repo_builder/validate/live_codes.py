@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from repo_builder.validate.records import Severity
 
+DEFAULT_LOAD_TIMEOUT = 60.0  # seconds per model under --live (validate --load-timeout, build --check --load-timeout)
+
 
 @dataclass(frozen=True)
 class LiveCode:
