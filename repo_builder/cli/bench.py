@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from repo_builder.cli.options import Output, check_output_file, output_options
+from repo_builder.cli.options import Output, check_output_file, load_generator_options, output_options
 from repo_builder.errors import UserError
 from repo_builder.live.request import InputFile, parse_input_file
 from repo_builder.pipelines.reference import bench_with_reference, format_family_bench
@@ -95,11 +95,7 @@ def format_bench(result: ModelBench) -> str:
 @click.option("--reference-model", type=click.Path(path_type=Path), default=None,
               help="--reference: the checkpoint to run in process (default: the one the build recorded).")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="--reference: threads of the in-process run (default: every core).")
-@click.option("--load-generator", type=click.Choice(["auto", "perf_analyzer", "python"]), default="auto", show_default=True,
-              help="Who sends the requests: perf_analyzer (PyPI perf-analyzer, Triton's C++ client) or the Python gRPC client; "
-                   "auto: perf_analyzer when it runs here, else Python with a note saying why.")
-@click.option("--perf-analyzer", "perf_analyzer", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="The perf_analyzer binary [default: $REPO_BUILDER_PERF_ANALYZER, the perf-analyzer package, PATH].")
+@load_generator_options
 @output_options
 def command(
     repository: Path, models: tuple[str, ...], concurrency: tuple[int, ...], seconds: float, warmup: float,

@@ -154,6 +154,14 @@ def log_options(func: F) -> F:
 # the target is a GPU server unless --no-gpu says a CPU fleet. Never this machine's GPUs: a verdict must
 # not depend on where it runs (--live proves what this machine can load, and says what it cannot).
 GPU_HELP = "Deploy target: a GPU server (the default) or, with --no-gpu, a CPU fleet (KIND_GPU instances do not load)."
+load_generator_options = option_group(
+    click.option("--load-generator", type=click.Choice(["auto", "perf_analyzer", "python"]), default="auto", show_default=True,
+                 help="Who sends the requests: perf_analyzer (PyPI perf-analyzer, Triton's C++ client) or the Python gRPC client; "
+                      "auto: perf_analyzer when it runs here, else Python with a note saying why."),
+    click.option("--perf-analyzer", "perf_analyzer", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                 help="The perf_analyzer binary [default: $REPO_BUILDER_PERF_ANALYZER, the perf-analyzer package, PATH]."),
+)
+
 gpu_option = click.option("--gpu/--no-gpu", "gpu", default=None, help=GPU_HELP)
 
 

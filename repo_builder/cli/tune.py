@@ -12,11 +12,18 @@ from pathlib import Path
 import click
 
 from repo_builder.cli.bench import _input_files  # the [MODEL:]NAME=FILE form bench takes
-from repo_builder.cli.options import Output, check_quiet_verbose, quiet_option, verbose_option
+from repo_builder.cli.options import (
+    Output,
+    check_quiet_verbose,
+    load_generator_options,
+    quiet_option,
+    verbose_option,
+)
 from repo_builder.errors import UserError
 from repo_builder.fsutil import write_text_atomic
 from repo_builder.report import check_output, parse_record, write_report
 from repo_builder.report.charts import require_plotting
+from repo_builder.triton.perf_analyzer import choose
 from repo_builder.tune import TuneRequest, TuneResult, tune_repository
 from repo_builder.tune.runner import MeasureSettings
 from repo_builder.tune.search import Budget, Objective
@@ -27,7 +34,8 @@ def format_table(result: TuneResult) -> str:
     doc = result.document
     front = set(doc["pareto_front"])
     lines = [f"{result.model}: {len(doc['candidates'])} candidate(s), objective {doc['objective']}"
-             + (f" (p99 <= {doc['p99_budget_ms']:g} ms)" if doc["p99_budget_ms"] is not None else "")]
+             + (f" (p99 <= {doc['p99_budget_ms']:g} ms)" if doc["p99_budget_ms"] is not None else "")
+             + f", load generator: {doc.get('settings', {}).get('load_generator', 'python')}"]
     lines.append("      id   items/s  p50 ms  p99 ms  errors  setting (what differs from c0)")
     start = doc["candidates"][0]["knobs"]
     for c in doc["candidates"]:
@@ -70,12 +78,14 @@ def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the search record (kind repo-builder.tune-search) to this file.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the search as an HTML page (the 'report' extra).")
 @click.option("--tritonserver", type=click.Path(path_type=Path), default=None, help="This tritonserver binary instead of the embedded one.")
+@load_generator_options
 @quiet_option
 @verbose_option
 def command(
     repository: Path, model: str | None, p99_ms: float | None, concurrency: int, seconds: float, warmup: float,
     max_candidates: int, max_seconds: float, max_instances: int | None, confirm_rounds: int, finalists: int, inputs: tuple[str, ...],
-    dry_run: bool, json_path: Path | None, report_path: Path | None, tritonserver: Path | None, quiet: bool, verbose: bool,
+    dry_run: bool, json_path: Path | None, report_path: Path | None, tritonserver: Path | None, load_generator: str,
+    perf_analyzer: Path | None, quiet: bool, verbose: bool,
 ) -> int:
     """Search the steps' instances, threads and batching delays of an ensemble jointly; write the winner.
 
@@ -87,10 +97,13 @@ def command(
     if report_path is not None:  # refused now, not after minutes of measuring
         check_output(report_path)
         require_plotting("tune --report")
+    generator = choose(load_generator, perf_analyzer)
+    if generator.note:
+        out.progress(f"load generator: python ({generator.note})")
     request = TuneRequest(
         repository=repository, model=model, objective=Objective(p99_budget_ms=p99_ms),
         budget=Budget(max_candidates=max_candidates, max_seconds=max_seconds),
-        measure=MeasureSettings(concurrency=concurrency, seconds=seconds, warmup=warmup),
+        measure=MeasureSettings(concurrency=concurrency, seconds=seconds, warmup=warmup, generator=generator),
         max_instances=max_instances, confirm_rounds=confirm_rounds, finalists=finalists, files=_files_by_input(inputs),
         write=not dry_run, tritonserver=str(tritonserver) if tritonserver else None,
     )

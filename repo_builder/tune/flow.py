@@ -123,10 +123,12 @@ def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResu
 
         search = hill_climb(start, spaces, cores, measure, request.objective, request.budget, log)
         search, confirmation = _confirm(runner, search, request, log)
+        generator = runner.generator
     settings = {
         "concurrency": request.measure.concurrency, "seconds": request.measure.seconds, "warmup": request.measure.warmup,
         "max_candidates": request.budget.max_candidates, "max_seconds": request.budget.max_seconds,
-        "max_instances": max_instances, "cores": cores,
+        "max_instances": max_instances, "cores": cores, "load_generator": generator.kind,
+        **({"load_generator_note": generator.note} if generator.note else {}),
     }
     document = tune_document(
         repository, model, search, request.objective, digest=digest, server_version=server_version,

@@ -1,5 +1,6 @@
 """Measuring one candidate for real: its configs in a scratch copy of the repository, loaded into one
-embedded tritonserver (explicit mode), closed-loop gRPC clients at the search's concurrency.
+embedded tritonserver (explicit mode), a closed loop at the search's concurrency (perf_analyzer or the Python
+gRPC client, as ``bench`` chooses).
 
 The scratch copy is hard links (model files are never copied or changed); only the ``config.pbtxt`` of a
 step whose knobs change is rewritten (atomically, so the link to the user's file is broken, never
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 
-from repo_builder.errors import UserError
+from repo_builder.errors import ToolError, UserError
 from repo_builder.fsutil import write_text_atomic
 from repo_builder.repository.moves import link_tree
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ensemble_members, measure, payloads_for
+from repo_builder.triton.perf_analyzer import LoadGenerator
 from repo_builder.triton_config import read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.tune.knobs import Setting, StepKnobs, apply_knobs
@@ -31,6 +33,9 @@ from repo_builder.tune.search import Measured
 
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+
+PYTHON_CLIENT = LoadGenerator("python")
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class MeasureSettings:
     seconds: float = 5.0
     warmup: float = 1.0
     load_timeout: float = 300.0
+    generator: LoadGenerator = PYTHON_CLIENT  # who sends the requests (tune --load-generator)
 
 
 def read_model_config(repository: Path, name: str) -> ModelConfig:
@@ -76,6 +82,7 @@ class CandidateRunner:
         self.repository, self.ensemble, self.configs, self.measure_settings = repository, ensemble, dict(configs), measure
         self.files = dict(files or {})
         self.log, self.tritonserver = log, tritonserver
+        self.generator = measure.generator
         self.scratch_root = Path(tempfile.mkdtemp(prefix="repo-builder-tune-"))
         self.scratch = self.scratch_root / "repository"
         self.loaded: dict[str, StepKnobs] = {}
@@ -121,11 +128,21 @@ class CandidateRunner:
         first = payloads[0][next(iter(payloads[0]))][0]
         items = max(1, int(first.shape[0])) if config.max_batch_size > 0 else 1
         steps = tuple(name for name, _ in setting)
-        result, stats = measure(
-            self.server.client, self.server.grpc_url, self.ensemble, payloads,
-            concurrency=self.measure_settings.concurrency, seconds=self.measure_settings.seconds, warmup=self.measure_settings.warmup,
-            items_per_request=items, steps=steps,
-        )
+
+        def run(generator: LoadGenerator) -> Any:
+            settings = self.measure_settings
+            return measure(self.server.client, self.server.grpc_url, self.ensemble, payloads, concurrency=settings.concurrency,
+                           seconds=settings.seconds, warmup=settings.warmup, items_per_request=items, steps=steps,
+                           generator=generator, batch=items if config.max_batch_size > 0 else 0)
+
+        try:
+            result, stats = run(self.generator)
+        except ToolError as exc:
+            # perf_analyzer failed: the rest of the search (and the finalists' rounds) measure with the Python client,
+            # so the candidates that decide the winner share one yardstick; the record says so.
+            self.log(f"{exc}; measuring with the Python gRPC client from here on")
+            self.generator = LoadGenerator("python", note=f"perf_analyzer failed mid-search: {' '.join(str(exc).split())[:300]}")
+            result, stats = run(self.generator)
         return Measured(
             setting=setting,
             items_per_s=result.items_per_s,

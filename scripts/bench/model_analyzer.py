@@ -231,12 +231,15 @@ def run_model_analyzer(repository: Path, ensemble: str, steps: Sequence[str], ve
     }
 
 
-def run_tune(repository: Path, ensemble: str, budget: float, p99_ms: float, concurrency: int, workdir: Path, quick: bool) -> dict[str, Any]:
+def run_tune(repository: Path, ensemble: str, budget: float, p99_ms: float, concurrency: int, workdir: Path, quick: bool,
+             perf_analyzer: Path) -> dict[str, Any]:
+    """tune with Model Analyzer's wall time as its budget, measuring with the same perf_analyzer (one yardstick)."""
     copy = workdir / "tune-repository"
     shutil.copytree(repository, copy, ignore=shutil.ignore_patterns("__pycache__"))
     record = workdir / "tune.json"
     cmd = [str(ROOT / ".venv" / "bin" / "repo-builder"), "tune", str(copy), "--model", ensemble, "--max-seconds", f"{budget:.0f}",
-           "--p99-ms", f"{p99_ms:g}", "--concurrency", str(concurrency), "--json", str(record), "-q"]
+           "--p99-ms", f"{p99_ms:g}", "--concurrency", str(concurrency), "--json", str(record), "-q",
+           "--load-generator", "perf_analyzer", "--perf-analyzer", str(perf_analyzer)]
     if quick:
         cmd += ["--seconds", "2", "--warmup", "0.5", "--confirm-rounds", "1"]
     before = loadavg()
@@ -248,7 +251,8 @@ def run_tune(repository: Path, ensemble: str, budget: float, p99_ms: float, conc
     return {"command": " ".join(cmd), "exit_code": done.returncode, "seconds": round(seconds, 1), "max_seconds": round(budget),
             "load": {"before": before, "after": loadavg()}, "concurrency": concurrency,
             "best_items_per_s": best and best["items_per_s"], "best_p99_ms": best and best["p99_ms"],
-            "winner": best, "candidates": len(doc.get("candidates", [])), "stderr_tail": done.stderr[-600:], "repository": str(copy)}
+            "winner": best, "candidates": len(doc.get("candidates", [])), "stderr_tail": done.stderr[-600:], "repository": str(copy),
+            "load_generator": doc.get("settings", {}).get("load_generator")}
 
 
 def bench_once(repository: Path, ensemble: str, concurrency: int, perf_analyzer: Path, seconds: float, warmup: float, out: Path) -> dict[str, Any]:
@@ -306,7 +310,7 @@ def measure(repository: Path, *, perf_analyzer: Path | None = None, ma_venv: Pat
                    f"{len(analyzer['measurements'])} measurements; log: {work / 'model-analyzer.log'})")
             return {**result, "tune_vs_model_analyzer": not_measured(TARGET, why), "tune_seconds": None}
         budget = max(10.0, analyzer["seconds"] - tune_overhead_seconds)
-        tuned = run_tune(repository, ensemble, budget, p99_ms, 2 if quick else 4, work, quick)
+        tuned = run_tune(repository, ensemble, budget, p99_ms, 2 if quick else 4, work, quick, perf_analyzer.resolve())
         result |= {"tune": tuned, "tune_seconds": tuned["seconds"], "tune_within_model_analyzer_time": tuned["seconds"] <= analyzer["seconds"]}
         if tuned["exit_code"] != 0:
             why = f"repo-builder tune exit {tuned['exit_code']}: {' '.join(tuned['stderr_tail'].split())[-300:]}"

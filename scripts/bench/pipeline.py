@@ -487,6 +487,10 @@ def run_tune(repo: Path, plan: Plan) -> dict[str, Any]:
     record.unlink(missing_ok=True)
     command = [sys.executable, "-m", "repo_builder", "tune", str(repo), "--model", TEXT, "--max-seconds", f"{plan.tune_seconds:g}",
                "--dry-run", "--json", str(record), "-q"]
+    if plan.generator.kind == "perf_analyzer" and plan.generator.binary is not None:  # the benchmark's own yardstick
+        command += ["--load-generator", "perf_analyzer", "--perf-analyzer", str(plan.generator.binary)]
+    else:
+        command += ["--load-generator", "python"]
     if plan.quick:  # short windows, few candidates: checks that it runs
         command += ["--seconds", "1", "--warmup", "0.3", "--max-candidates", "3", "--confirm-rounds", "0"]
     log(f"repo-builder tune {TEXT}, budget {plan.tune_seconds:g} s")

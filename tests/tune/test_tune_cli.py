@@ -61,6 +61,23 @@ def test_tune_dry_run_writes_record_report_reads_and_leaves_repository_unchanged
         tunable_steps(built, "t")["t_model"]).instances
 
 
+def test_tune_measures_with_the_python_client_from_where_perf_analyzer_fails(built: Path, tmp_path: Path,
+                                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # Starts (answers --version), then fails every measurement: the search goes on with the Python client.
+    fake = tmp_path / "perf_analyzer"
+    fake.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo 2.51.0; exit 0; }\necho "no measurement" >&2\nexit 3\n')
+    fake.chmod(0o755)
+    record = tmp_path / "tune.json"
+    code = main(["tune", str(built), "--seconds", "0.5", "--warmup", "0.2", "--max-candidates", "2", "--confirm-rounds", "0",
+                 "--dry-run", "--load-generator", "perf_analyzer", "--perf-analyzer", str(fake), "--json", str(record)])
+    assert code == 0
+    doc = json.loads(record.read_text())
+    assert doc["settings"]["load_generator"] == "python"
+    assert "perf_analyzer failed mid-search" in doc["settings"]["load_generator_note"] and "exit 3" in doc["settings"]["load_generator_note"]
+    assert all(c["items_per_s"] > 0 and c["errors"] == 0 for c in doc["candidates"])
+    assert "load generator: python" in capsys.readouterr().out
+
+
 def test_tune_refuses_with_one_line_when_model_is_not_an_ensemble(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tune", str(built), "--model", "t_model", "--dry-run"]) == 2
     err = capsys.readouterr().err
