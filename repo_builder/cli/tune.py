@@ -51,6 +51,10 @@ def format_table(result: TuneResult) -> str:
                      + (" (not above the noise: the start is kept)" if confirmed.get("kept_start") else "")
                      + ("" if confirmed.get("kept_start") or confirmed.get("climb_best_kept", True) else
                         " (a runner-up of the climb served more than its best when measured again)"))
+    point = doc.get("operating_point")
+    if point:
+        tried = ", ".join(f"{p['concurrency']}: {p['items_per_s']:.1f}/s p99 {p['p99_ms']:.1f} ms" for p in point["points"])
+        lines.append(f"the winner within the budget: {point['items_per_s']:.1f} items/s at concurrency {point['concurrency']} (tried {tried})")
     return "\n".join(lines)
 
 
@@ -66,6 +70,8 @@ def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
 @click.option("--model", default=None, help="The ensemble clients call [default: the repository's only ensemble].")
 @click.option("--p99-ms", type=click.FloatRange(min=0, min_open=True), default=None, help="Latency budget: the winner's p99 must stay under it [default: throughput only].")
 @click.option("--concurrency", type=click.IntRange(min=1, max=256), default=4, show_default=True, help="Closed-loop clients while measuring.")
+@click.option("--max-concurrency", type=click.IntRange(min=1, max=1024), default=64, show_default=True,
+              help="With --p99-ms: the winner is then served at twice, four times ... --concurrency, up to this, while it keeps the budget and serves more.")
 @click.option("--seconds", type=click.FloatRange(min=0.5), default=5.0, show_default=True, help="Measured window per candidate.")
 @click.option("--warmup", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="Unmeasured requests first, per candidate.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=16, show_default=True, help="Stop after measuring this many settings.")
@@ -82,7 +88,7 @@ def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
 @quiet_option
 @verbose_option
 def command(
-    repository: Path, model: str | None, p99_ms: float | None, concurrency: int, seconds: float, warmup: float,
+    repository: Path, model: str | None, p99_ms: float | None, concurrency: int, max_concurrency: int, seconds: float, warmup: float,
     max_candidates: int, max_seconds: float, max_instances: int | None, confirm_rounds: int, finalists: int, inputs: tuple[str, ...],
     dry_run: bool, json_path: Path | None, report_path: Path | None, tritonserver: Path | None, load_generator: str,
     perf_analyzer: Path | None, quiet: bool, verbose: bool,
@@ -104,7 +110,7 @@ def command(
         repository=repository, model=model, objective=Objective(p99_budget_ms=p99_ms),
         budget=Budget(max_candidates=max_candidates, max_seconds=max_seconds),
         measure=MeasureSettings(concurrency=concurrency, seconds=seconds, warmup=warmup, generator=generator),
-        max_instances=max_instances, confirm_rounds=confirm_rounds, finalists=finalists, files=_files_by_input(inputs),
+        max_instances=max_instances, confirm_rounds=confirm_rounds, finalists=finalists, max_concurrency=max_concurrency, files=_files_by_input(inputs),
         write=not dry_run, tritonserver=str(tritonserver) if tritonserver else None,
     )
     result = tune_repository(request, out.progress)

@@ -19,9 +19,11 @@ from repo_builder.tune.record import tune_document
 from repo_builder.tune.runner import CandidateRunner, MeasureSettings, read_model_config, tunable_steps
 from repo_builder.tune.search import (
     Budget,
+    LoadPoint,
     Measured,
     Objective,
     SearchResult,
+    climb_load,
     describe,
     finalists,
     hill_climb,
@@ -41,6 +43,7 @@ class TuneRequest:
     max_instances: int | None = None  # None: the cores, at least 2
     confirm_rounds: int = 2  # interleaved re-measurements of the finalists
     finalists: int = 3  # the start, the climb's best and the runners-up re-measured in those rounds
+    max_concurrency: int = 64  # with a p99 budget: the most load the winner is tried at (doubling from --concurrency)
     files: Mapping[str, Sequence[bytes]] = field(default_factory=dict)  # --input NAME=FILE
     write: bool = True  # False: --dry-run
     tritonserver: str | None = None
@@ -102,6 +105,20 @@ def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest
     return SearchResult(measured=search.measured, best=by_setting[winner]), confirmation
 
 
+def _operating_point(runner: CandidateRunner, search: SearchResult, request: TuneRequest, log: Log) -> dict[str, Any] | None:
+    """With a p99 budget and a feasible winner: the most load it takes within the budget (doubling the concurrency),
+    so the winner is reported as Model Analyzer reports its best, as a rate at a load."""
+    best = search.best
+    if request.objective.p99_budget_ms is None or not request.objective.feasible(best):
+        return None
+    start = LoadPoint(request.measure.concurrency, best.items_per_s, best.p50_ms, best.p99_ms, best.errors)
+    points, chosen = climb_load(start, lambda c: runner.measure(best.setting, concurrency=c), request.objective,
+                                request.max_concurrency, log)
+    return {"concurrency": chosen.concurrency, "items_per_s": round(chosen.items_per_s, 2), "p99_ms": round(chosen.p99_ms, 2),
+            "points": [{"concurrency": p.concurrency, "items_per_s": round(p.items_per_s, 2), "p50_ms": round(p.p50_ms, 2),
+                        "p99_ms": round(p.p99_ms, 2), "errors": p.errors} for p in points]}
+
+
 def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResult:
     repository = request.repository
     if not repository.is_dir():
@@ -123,6 +140,7 @@ def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResu
 
         search = hill_climb(start, spaces, cores, measure, request.objective, request.budget, log)
         search, confirmation = _confirm(runner, search, request, log)
+        operating = _operating_point(runner, search, request, log)
         generator = runner.generator
     settings = {
         "concurrency": request.measure.concurrency, "seconds": request.measure.seconds, "warmup": request.measure.warmup,
@@ -134,6 +152,8 @@ def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResu
         repository, model, search, request.objective, digest=digest, server_version=server_version,
         settings=settings, seconds=time.monotonic() - began, confirmation=confirmation,
     )
+    if operating is not None:
+        document["operating_point"] = operating
     written: list[str] = []
     if request.write and request.objective.feasible(search.best):
         written = write_winner(repository, configs, search.best.setting, start, log)

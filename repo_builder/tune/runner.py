@@ -116,7 +116,8 @@ class CandidateRunner:
             changed.append(name)
         return changed
 
-    def measure(self, setting: Setting) -> Measured:
+    def measure(self, setting: Setting, concurrency: int | None = None) -> Measured:
+        """``setting`` served and measured at the search's concurrency (or ``concurrency``)."""
         began = time.monotonic()
         changed = self._write(setting)
         for name in changed:  # members first, then the ensemble (Triton re-reads each config on load)
@@ -131,7 +132,7 @@ class CandidateRunner:
 
         def run(generator: LoadGenerator) -> Any:
             settings = self.measure_settings
-            return measure(self.server.client, self.server.grpc_url, self.ensemble, payloads, concurrency=settings.concurrency,
+            return measure(self.server.client, self.server.grpc_url, self.ensemble, payloads, concurrency=concurrency or settings.concurrency,
                            seconds=settings.seconds, warmup=settings.warmup, items_per_request=items, steps=steps,
                            generator=generator, batch=items if config.max_batch_size > 0 else 0)
 

@@ -165,9 +165,38 @@ def runoff(entrants: Sequence[Setting], measure: Measure, rounds: int, objective
                   errors, winner)
 
 
+@dataclass(frozen=True)
+class LoadPoint:
+    """The winner measured at one closed-loop concurrency."""
+
+    concurrency: int
+    items_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int = 0
+
+
+def climb_load(start: LoadPoint, measure_at: Callable[[int], Measured], objective: Objective, max_concurrency: int = 64,
+               log: Callable[[str], None] = lambda _: None) -> tuple[tuple[LoadPoint, ...], LoadPoint]:
+    """Double the concurrency while the winner keeps the p99 budget and serves more (by ``min_gain``): the most
+    it serves within the budget, and the load it takes, as Model Analyzer reports its best. Returns every point
+    measured (``start`` first) and the chosen one. Without a budget more load only adds latency: ``start`` stays."""
+    points, chosen = [start], start
+    concurrency = start.concurrency * 2
+    while objective.p99_budget_ms is not None and concurrency <= max_concurrency:
+        m = measure_at(concurrency)
+        point = LoadPoint(concurrency, m.items_per_s, m.p50_ms, m.p99_ms, m.errors)
+        points.append(point)
+        log(f"load {concurrency}: {m.items_per_s:.1f} items/s, p99 {m.p99_ms:.1f} ms")
+        if not objective.feasible(m) or m.items_per_s <= chosen.items_per_s * (1.0 + objective.min_gain):
+            break
+        chosen, concurrency = point, concurrency * 2
+    return tuple(points), chosen
+
+
 def describe(setting: Setting) -> str:
     return "; ".join(f"{name}: {k.describe()}" for name, k in setting)
 
 
-__all__ = ["Budget", "Measure", "Measured", "Objective", "Runoff", "SearchResult", "StepKnobs", "describe", "finalists",
-           "hill_climb", "runoff"]
+__all__ = ["Budget", "LoadPoint", "Measure", "Measured", "Objective", "Runoff", "SearchResult", "StepKnobs", "climb_load",
+           "describe", "finalists", "hill_climb", "runoff"]

@@ -248,8 +248,10 @@ def run_tune(repository: Path, ensemble: str, budget: float, p99_ms: float, conc
     seconds = time.monotonic() - began
     doc = json.loads(record.read_text()) if record.exists() else {}
     best = next((c for c in doc.get("candidates", []) if c["id"] == doc.get("winner")), None)
+    point = doc.get("operating_point") or {}  # the load tune found its winner takes within the budget (as MA's best)
     return {"command": " ".join(cmd), "exit_code": done.returncode, "seconds": round(seconds, 1), "max_seconds": round(budget),
-            "load": {"before": before, "after": loadavg()}, "concurrency": concurrency,
+            "load": {"before": before, "after": loadavg()}, "concurrency": int(point.get("concurrency", concurrency)),
+            "operating_point": point or None,
             "best_items_per_s": best and best["items_per_s"], "best_p99_ms": best and best["p99_ms"],
             "winner": best, "candidates": len(doc.get("candidates", [])), "stderr_tail": done.stderr[-600:], "repository": str(copy),
             "load_generator": doc.get("settings", {}).get("load_generator")}

@@ -78,6 +78,18 @@ def test_tune_measures_with_the_python_client_from_where_perf_analyzer_fails(bui
     assert "load generator: python" in capsys.readouterr().out
 
 
+def test_tune_reports_the_load_its_winner_takes_within_the_budget(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = tmp_path / "tune.json"
+    code = main(["tune", str(built), "--seconds", "0.5", "--warmup", "0.2", "--max-candidates", "1", "--confirm-rounds", "0",
+                 "--p99-ms", "60000", "--concurrency", "2", "--max-concurrency", "4", "--dry-run", "--load-generator", "python",
+                 "--json", str(record)])
+    assert code == 0
+    point = json.loads(record.read_text())["operating_point"]
+    assert [p["concurrency"] for p in point["points"]][:2] == [2, 4] and point["concurrency"] in (2, 4)
+    assert all(p["items_per_s"] > 0 and p["errors"] == 0 for p in point["points"])
+    assert f"at concurrency {point['concurrency']}" in capsys.readouterr().out
+
+
 def test_tune_refuses_with_one_line_when_model_is_not_an_ensemble(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tune", str(built), "--model", "t_model", "--dry-run"]) == 2
     err = capsys.readouterr().err

@@ -7,7 +7,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from repo_builder.tune.knobs import Setting, StepKnobs, StepSpace, neighbours, setting_of
-from repo_builder.tune.search import Budget, Measured, Objective, SearchResult, finalists, hill_climb, runoff
+from repo_builder.tune.search import (
+    Budget,
+    LoadPoint,
+    Measured,
+    Objective,
+    SearchResult,
+    climb_load,
+    finalists,
+    hill_climb,
+    runoff,
+)
 
 SPACES = {
     "pre": StepSpace("pre", (1, 2, 3, 4)),
@@ -124,3 +134,27 @@ def test_runoff_keeps_the_start_when_no_finalist_keeps_the_budget_or_answers_eve
 
     assert runoff((A, B, C), measure, 2, Objective(p99_budget_ms=10)).winner == A
     assert runoff((B, C), measure, 2, Objective(p99_budget_ms=10)).winner == B  # nothing qualifies: the first entrant
+
+
+def test_climb_load_doubles_until_the_budget_breaks_and_keeps_the_last_point_within_it() -> None:
+    rates = {8: (180.0, 6.0), 16: (230.0, 9.0), 32: (240.0, 14.0)}  # 32 serves more but breaks the 10 ms budget
+    asked: list[int] = []
+
+    def measure_at(concurrency: int) -> Measured:
+        asked.append(concurrency)
+        items, p99 = rates[concurrency]
+        return _measured(A, items, p99=p99)
+
+    points, chosen = climb_load(LoadPoint(4, 120.0, 1.0, 4.0), measure_at, Objective(p99_budget_ms=10))
+    assert asked == [8, 16, 32] and [p.concurrency for p in points] == [4, 8, 16, 32]
+    assert chosen.concurrency == 16 and chosen.items_per_s == 230.0
+
+
+def test_climb_load_stops_when_more_load_serves_no_more_and_never_climbs_without_a_budget() -> None:
+    def flat(concurrency: int) -> Measured:
+        return _measured(A, 121.0, p99=3.0)
+
+    points, chosen = climb_load(LoadPoint(4, 120.0, 1.0, 2.0), flat, Objective(p99_budget_ms=10))
+    assert [p.concurrency for p in points] == [4, 8] and chosen.concurrency == 4  # +0.8 %: noise, not a gain
+    points, chosen = climb_load(LoadPoint(4, 120.0, 1.0, 2.0), flat, Objective())
+    assert points == (LoadPoint(4, 120.0, 1.0, 2.0),) and chosen.concurrency == 4
