@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.nvcf_helpers import answer, bytes_input, nvcf_headers
-from support.process_output import read_until
+from support.process_output import read_until, stop_if_running
 
 from repo_builder.cli.main import main
 
@@ -69,13 +69,7 @@ def test_serve_nvcf_forwards_headers_when_flag_given(asset_repository: Any) -> N
         proc.wait(timeout=60)
         err = proc.stderr.read()  # type: ignore[union-attr]
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_if_running(proc)  # the test failed: stop it the clean way first
     assert "--http-header-forward-pattern 'NVCF-.*'" in err
 
 

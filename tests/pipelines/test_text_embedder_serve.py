@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.process_output import read_until
+from support.process_output import read_until, stop_if_running
 
 from repo_builder.cli.main import main
 from repo_builder.export.tiny_embedder import make_tiny_sentence_transformer
@@ -41,13 +41,7 @@ def test_serve_answers_like_sentence_transformers_when_embedder_repository_serve
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_if_running(proc)  # the test failed: stop it the clean way first
     assert proc.returncode == 0
     expected = sentence_transformer(model).encode(texts)
     assert served.shape == expected.shape and np.abs(served - expected).max() <= 1e-4

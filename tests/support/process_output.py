@@ -1,4 +1,4 @@
-"""Reading a running command's stdout in tests (serve prints its table, then waits for a signal)."""
+"""A running command in tests: reading its stdout (serve prints its table, then waits for a signal), stopping it."""
 
 from __future__ import annotations
 
@@ -27,3 +27,15 @@ def read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
         if line.startswith(marker):
             break
     return text
+
+
+def stop_if_running(proc: subprocess.Popen[str], grace: float = 30.0) -> None:
+    """After a failed test: SIGTERM first, so serve stops its own tritonserver, then SIGKILL after ``grace``."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.process_output import read_until
+from support.process_output import read_until, stop_if_running
 from support.triton_repo_factory import group_alive, write_double_repository, write_python_model
 
 pytestmark = pytest.mark.triton
@@ -38,13 +38,7 @@ def test_serve_prints_table_and_stops_cleanly_when_signalled(tmp_path: Path, mod
         proc.wait(timeout=60)
         err = proc.stderr.read()  # type: ignore[union-attr]
     finally:
-        if proc.poll() is None:  # the test failed: stop it the clean way first, so it stops its server
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_if_running(proc)  # the test failed: stop it the clean way first
     assert proc.returncode == 0, err
     assert "stopped" in err
     pid = int(re.search(r"pid (\d+)", err).group(1))  # type: ignore[union-attr]
