@@ -32,6 +32,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -203,8 +204,17 @@ def swap_in(path: Path, kind: str, repo: Path, canary: Path) -> None:
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "socket":
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.bind(str(path))
+        # AF_UNIX paths are limited to ~107 bytes, which a deep temp folder and a hostile name pass: bind in a
+        # short folder beside the repository, then move the socket file into place (a rename keeps it a socket).
+        # The deepest writable ancestor with a short path: same filesystem, so the rename stays a rename.
+        near = next((a for a in repo.parents if len(str(a)) < 80 and os.access(a, os.W_OK)), Path("/tmp"))
+        short = Path(tempfile.mkdtemp(prefix="s", dir=near))
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind(str(short / "s"))
+            os.rename(short / "s", path)
+        finally:
+            shutil.rmtree(short, ignore_errors=True)
     elif kind == "device":
         if os.geteuid() == 0:
             os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # a /dev/zero of our own
