@@ -36,13 +36,13 @@ def format_table(result: TuneResult) -> str:
     lines = [f"{result.model}: {len(doc['candidates'])} candidate(s), objective {doc['objective']}"
              + (f" (p99 <= {doc['p99_budget_ms']:g} ms)" if doc["p99_budget_ms"] is not None else "")
              + f", load generator: {doc.get('settings', {}).get('load_generator', 'python')}"]
-    lines.append("      id   items/s  p50 ms  p99 ms  errors  setting (what differs from c0)")
+    lines.append("      id   items/s  p50 ms  p99 ms  errors  load  setting (what differs from c0)")
     start = doc["candidates"][0]["knobs"]
     for c in doc["candidates"]:
         mark = ">" if c["id"] == doc["winner"] else ("*" if c["id"] in front else " ")
         changed = {k: v for k, v in c["knobs"].items() if start.get(k) != v}
         knobs = ", ".join(f"{k}={v}" for k, v in changed.items()) or "the repository as it was"
-        lines.append(f"  {mark} {c['id']:>4}  {c['items_per_s']:>8.1f}  {c['p50_ms']:>6.1f}  {c['p99_ms']:>6.1f}  {c['errors']:>6}  {knobs}")
+        lines.append(f"  {mark} {c['id']:>4}  {c['items_per_s']:>8.1f}  {c['p50_ms']:>6.1f}  {c['p99_ms']:>6.1f}  {c['errors']:>6}  {c.get('concurrency') or '':>4}  {knobs}")
     lines.append("  > winner   * Pareto front (no other candidate serves more at a lower p99)")
     confirmed = doc.get("confirmation")
     if confirmed:
@@ -69,9 +69,9 @@ def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
 @click.argument("repository", type=click.Path(path_type=Path))
 @click.option("--model", default=None, help="The ensemble clients call [default: the repository's only ensemble].")
 @click.option("--p99-ms", type=click.FloatRange(min=0, min_open=True), default=None, help="Latency budget: the winner's p99 must stay under it [default: throughput only].")
-@click.option("--concurrency", type=click.IntRange(min=1, max=256), default=4, show_default=True, help="Closed-loop clients while measuring.")
+@click.option("--concurrency", type=click.IntRange(min=1, max=256), default=4, show_default=True, help="Closed-loop clients while measuring (with --p99-ms: the first load tried).")
 @click.option("--max-concurrency", type=click.IntRange(min=1, max=1024), default=64, show_default=True,
-              help="With --p99-ms: the winner is then served at twice, four times ... --concurrency, up to this, while it keeps the budget and serves more.")
+              help="With --p99-ms: each setting is served at twice, four times ... the best setting's load so far, up to this, while it keeps the budget and serves more.")
 @click.option("--seconds", type=click.FloatRange(min=0.5), default=5.0, show_default=True, help="Measured window per candidate.")
 @click.option("--warmup", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="Unmeasured requests first, per candidate.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=16, show_default=True, help="Stop after measuring this many settings.")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from repo_builder.errors import UserError
+from repo_builder.errors import ToolError, UserError
 from repo_builder.triton.bench_limits import PROGRESS_FROM, start_progress
 from repo_builder.triton.client import connect, error_text, grpc_module
 from repo_builder.triton.perf_analyzer import LoadGenerator, run_level
@@ -299,6 +299,23 @@ def measure(
     if on_done is not None:
         on_done(result)
     return result, step_stats(before, after, (model, *steps))
+
+
+def measure_or_fall_back(
+    client: Any, url: str, model: str, payloads: Sequence[Payload], *, generator: LoadGenerator,
+    on_fallback: Callable[[ToolError], None], **window: Any,
+) -> tuple[LoadResult, tuple[StepStats, ...], LoadGenerator]:
+    """``measure`` through ``generator``; when perf_analyzer fails (a ``ToolError``), the same window is measured with
+    the Python client instead, so one failure costs a measurement its generator, never the run: ``on_fallback``
+    hears why (to record it), and the generator that measured is returned beside the figures."""
+    try:
+        return (*measure(client, url, model, payloads, generator=generator, **window), generator)
+    except ToolError as exc:
+        if generator.kind != "perf_analyzer":
+            raise
+        on_fallback(exc)
+        python = LoadGenerator("python", note=f"perf_analyzer failed: {' '.join(str(exc).split())[:300]}")
+        return (*measure(client, url, model, payloads, generator=python, **window), python)
 
 
 def perf_analyzer_level(

@@ -1,5 +1,7 @@
 """The whole of ``tune``: read the steps, climb, re-measure the finalists (the start, the climb's best, the
-runners-up) in interleaved rounds, write the winner (unless --dry-run) and the search record."""
+runners-up) in interleaved rounds, write the winner (unless --dry-run) and the search record. Under a p99
+budget each setting is measured at the load it serves most at within it (``search.at_best_load``), starting
+from the load of the best setting so far; the finalists are re-measured each at its own load."""
 
 from __future__ import annotations
 
@@ -19,11 +21,10 @@ from repo_builder.tune.record import tune_document
 from repo_builder.tune.runner import CandidateRunner, MeasureSettings, read_model_config, tunable_steps
 from repo_builder.tune.search import (
     Budget,
-    LoadPoint,
     Measured,
     Objective,
     SearchResult,
-    climb_load,
+    at_best_load,
     describe,
     finalists,
     hill_climb,
@@ -43,7 +44,7 @@ class TuneRequest:
     max_instances: int | None = None  # None: the cores, at least 2
     confirm_rounds: int = 2  # interleaved re-measurements of the finalists
     finalists: int = 3  # the start, the climb's best and the runners-up re-measured in those rounds
-    max_concurrency: int = 64  # with a p99 budget: the most load the winner is tried at (doubling from --concurrency)
+    max_concurrency: int = 64  # with a p99 budget: the most load a setting is tried at (doubling from the best's load)
     files: Mapping[str, Sequence[bytes]] = field(default_factory=dict)  # --input NAME=FILE
     write: bool = True  # False: --dry-run
     tritonserver: str | None = None
@@ -82,7 +83,8 @@ def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest
     entrants = finalists(search, request.objective, request.finalists)
     if request.confirm_rounds <= 0 or len(entrants) < 2:
         return search, None
-    result = runoff(entrants, runner.measure, request.confirm_rounds, request.objective, log)
+    loads = {m.setting: m.concurrency or request.measure.concurrency for m in search.measured}
+    result = runoff(entrants, lambda s: runner.measure(s, concurrency=loads[s]), request.confirm_rounds, request.objective, log)
     start = search.baseline.setting
     start_median, winner_median = result.median(start), result.median(result.winner)
     ratio = round(winner_median / start_median, 3) if start_median else 0.0
@@ -98,25 +100,27 @@ def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest
         "ratio": 1.0 if winner == start else ratio,
         "climb_best_kept": winner == search.best.setting,
         "entrants": [{"setting": describe(s), "items_per_s": list(result.items_per_s[s]), "p99_ms": list(result.p99_ms[s]),
-                      "errors": result.errors[s], "median_items_per_s": round(result.median(s), 2)} for s in entrants],
+                      "errors": result.errors[s], "median_items_per_s": round(result.median(s), 2),
+                      "concurrency": loads[s]} for s in entrants],
     }
     if kept_start:
         confirmation.update(kept_start=True, ratio=ratio)
     return SearchResult(measured=search.measured, best=by_setting[winner]), confirmation
 
 
-def _operating_point(runner: CandidateRunner, search: SearchResult, request: TuneRequest, log: Log) -> dict[str, Any] | None:
-    """With a p99 budget and a feasible winner: the most load it takes within the budget (doubling the concurrency),
-    so the winner is reported as Model Analyzer reports its best, as a rate at a load."""
+def _operating_point(search: SearchResult, confirmation: dict[str, Any] | None, request: TuneRequest) -> dict[str, Any] | None:
+    """With a p99 budget and a feasible winner: the load it serves most at within the budget and every load it was
+    tried at, as Model Analyzer reports its best (a rate at a load); the rate is the confirmation rounds' median
+    when they ran."""
     best = search.best
-    if request.objective.p99_budget_ms is None or not request.objective.feasible(best):
+    if request.objective.p99_budget_ms is None or not request.objective.feasible(best) or not best.load_points:
         return None
-    start = LoadPoint(request.measure.concurrency, best.items_per_s, best.p50_ms, best.p99_ms, best.errors)
-    points, chosen = climb_load(start, lambda c: runner.measure(best.setting, concurrency=c), request.objective,
-                                request.max_concurrency, log)
-    return {"concurrency": chosen.concurrency, "items_per_s": round(chosen.items_per_s, 2), "p99_ms": round(chosen.p99_ms, 2),
+    items = best.items_per_s
+    if confirmation:
+        items = next((e["median_items_per_s"] for e in confirmation["entrants"] if e["setting"] == describe(best.setting)), items)
+    return {"concurrency": best.concurrency, "items_per_s": round(items, 2), "p99_ms": round(best.p99_ms, 2),
             "points": [{"concurrency": p.concurrency, "items_per_s": round(p.items_per_s, 2), "p50_ms": round(p.p50_ms, 2),
-                        "p99_ms": round(p.p99_ms, 2), "errors": p.errors} for p in points]}
+                        "p99_ms": round(p.p99_ms, 2), "errors": p.errors} for p in best.load_points]}
 
 
 def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResult:
@@ -134,14 +138,20 @@ def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResu
     with CandidateRunner(repository, model, configs, request.measure, request.files, log, request.tritonserver) as runner:
         server_version = str(runner.server.client.get_server_metadata().version)
 
+        load = {"concurrency": request.measure.concurrency, "items_per_s": 0.0}  # the best feasible setting's so far
+
         def measure(setting: Setting) -> Measured:
             log(f"measuring {_short(setting)}")
-            return runner.measure(setting)
+            m = at_best_load(lambda c: runner.measure(setting, concurrency=c), int(load["concurrency"]), request.objective,
+                             request.max_concurrency, log)
+            if request.objective.feasible(m) and m.items_per_s > load["items_per_s"]:
+                load.update(concurrency=m.concurrency, items_per_s=m.items_per_s)
+            return m
 
         search = hill_climb(start, spaces, cores, measure, request.objective, request.budget, log)
         search, confirmation = _confirm(runner, search, request, log)
-        operating = _operating_point(runner, search, request, log)
         generator = runner.generator
+    operating = _operating_point(search, confirmation, request)
     settings = {
         "concurrency": request.measure.concurrency, "seconds": request.measure.seconds, "warmup": request.measure.warmup,
         "max_candidates": request.budget.max_candidates, "max_seconds": request.budget.max_seconds,

@@ -42,6 +42,9 @@ def tune_document(
             "feasible": objective.feasible(m),
             "step_compute_ms": {k: round(v, 3) for k, v in m.step_compute_ms.items()},
             "seconds": round(m.seconds, 2),
+            "concurrency": m.concurrency,
+            "load_points": [{"concurrency": p.concurrency, "items_per_s": round(p.items_per_s, 2), "p99_ms": round(p.p99_ms, 2),
+                             "errors": p.errors} for p in m.load_points],
         }
         for cid, m in zip(ids, result.measured, strict=True)
     ]

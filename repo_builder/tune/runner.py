@@ -24,7 +24,7 @@ from repo_builder.errors import ToolError, UserError
 from repo_builder.fsutil import write_text_atomic
 from repo_builder.repository.moves import link_tree
 from repo_builder.triton import start_server
-from repo_builder.triton.bench import ensemble_members, measure, payloads_for
+from repo_builder.triton.bench import ensemble_members, measure_or_fall_back, payloads_for
 from repo_builder.triton.perf_analyzer import LoadGenerator
 from repo_builder.triton_config import read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
@@ -130,20 +130,17 @@ class CandidateRunner:
         items = max(1, int(first.shape[0])) if config.max_batch_size > 0 else 1
         steps = tuple(name for name, _ in setting)
 
-        def run(generator: LoadGenerator) -> Any:
-            settings = self.measure_settings
-            return measure(self.server.client, self.server.grpc_url, self.ensemble, payloads, concurrency=concurrency or settings.concurrency,
-                           seconds=settings.seconds, warmup=settings.warmup, items_per_request=items, steps=steps,
-                           generator=generator, batch=items if config.max_batch_size > 0 else 0)
-
-        try:
-            result, stats = run(self.generator)
-        except ToolError as exc:
-            # perf_analyzer failed: the rest of the search (and the finalists' rounds) measure with the Python client,
-            # so the candidates that decide the winner share one yardstick; the record says so.
+        def fell_back(exc: ToolError) -> None:
+            # The rest of the search (and the finalists' rounds) measure with the Python client, so the candidates that
+            # decide the winner share one yardstick; the record says so.
             self.log(f"{exc}; measuring with the Python gRPC client from here on")
             self.generator = LoadGenerator("python", note=f"perf_analyzer failed mid-search: {' '.join(str(exc).split())[:300]}")
-            result, stats = run(self.generator)
+
+        settings = self.measure_settings
+        result, stats, _ = measure_or_fall_back(
+            self.server.client, self.server.grpc_url, self.ensemble, payloads, generator=self.generator, on_fallback=fell_back,
+            concurrency=concurrency or settings.concurrency, seconds=settings.seconds, warmup=settings.warmup,
+            items_per_request=items, steps=steps, batch=items if config.max_batch_size > 0 else 0)
         return Measured(
             setting=setting,
             items_per_s=result.items_per_s,
@@ -152,4 +149,5 @@ class CandidateRunner:
             errors=result.errors,
             step_compute_ms={s.model: s.compute_ms for s in stats[1:]},
             seconds=time.monotonic() - began,
+            concurrency=concurrency or settings.concurrency,
         )

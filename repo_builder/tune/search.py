@@ -7,6 +7,10 @@ time they took in the last measurement (the bottleneck first); the first one tha
 ``min_gain``) within the latency budget becomes the new best, and the climb goes on from there until no
 neighbour wins or the budget of candidates or seconds is spent.
 
+Under a p99 budget a setting is judged at the load it serves most at within the budget (``at_best_load``), as
+Model Analyzer sweeps the concurrency of each configuration: more instances often win only at more load, so a
+search at one fixed load picks settings that break the budget as soon as clients send more.
+
 Pure logic: measuring is a function handed in (``Measure``), so the search is tested without a server.
 """
 
@@ -15,14 +19,25 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from repo_builder.tune.knobs import Setting, StepKnobs, StepSpace, neighbours
 
 
 @dataclass(frozen=True)
+class LoadPoint:
+    """A setting measured at one closed-loop concurrency."""
+
+    concurrency: int
+    items_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int = 0
+
+
+@dataclass(frozen=True)
 class Measured:
-    """What one candidate served at the search's concurrency."""
+    """What one candidate served, at ``concurrency`` (its best load within the budget when there is one)."""
 
     setting: Setting
     items_per_s: float
@@ -31,6 +46,8 @@ class Measured:
     errors: int = 0
     step_compute_ms: Mapping[str, float] = field(default_factory=dict)  # per step, per request
     seconds: float = 0.0  # wall time the measurement took (loading included)
+    concurrency: int = 0  # the closed-loop load measured at (0: not recorded)
+    load_points: tuple[LoadPoint, ...] = ()  # every load it was tried at, by concurrency (p99 budget only)
 
 
 Measure = Callable[[Setting], Measured]
@@ -165,38 +182,43 @@ def runoff(entrants: Sequence[Setting], measure: Measure, rounds: int, objective
                   errors, winner)
 
 
-@dataclass(frozen=True)
-class LoadPoint:
-    """The winner measured at one closed-loop concurrency."""
-
-    concurrency: int
-    items_per_s: float
-    p50_ms: float
-    p99_ms: float
-    errors: int = 0
-
-
-def climb_load(start: LoadPoint, measure_at: Callable[[int], Measured], objective: Objective, max_concurrency: int = 64,
-               log: Callable[[str], None] = lambda _: None) -> tuple[tuple[LoadPoint, ...], LoadPoint]:
-    """Double the concurrency while the winner keeps the p99 budget and serves more (by ``min_gain``): the most
-    it serves within the budget, and the load it takes, as Model Analyzer reports its best. Returns every point
-    measured (``start`` first) and the chosen one. Without a budget more load only adds latency: ``start`` stays."""
-    points, chosen = [start], start
-    concurrency = start.concurrency * 2
-    while objective.p99_budget_ms is not None and concurrency <= max_concurrency:
-        m = measure_at(concurrency)
-        point = LoadPoint(concurrency, m.items_per_s, m.p50_ms, m.p99_ms, m.errors)
-        points.append(point)
-        log(f"load {concurrency}: {m.items_per_s:.1f} items/s, p99 {m.p99_ms:.1f} ms")
-        if not objective.feasible(m) or m.items_per_s <= chosen.items_per_s * (1.0 + objective.min_gain):
-            break
-        chosen, concurrency = point, concurrency * 2
-    return tuple(points), chosen
+def at_best_load(measure_at: Callable[[int], Measured], start: int, objective: Objective, max_concurrency: int = 64,
+                 log: Callable[[str], None] = lambda _: None) -> Measured:
+    """One setting at the load it serves most at within the p99 budget, as Model Analyzer sweeps each configuration's
+    concurrency. From ``start``: doubling while the budget holds and more load serves more (by ``min_gain``); halving
+    (down to 1) until it holds when it does not at ``start``. Without a budget more load only adds latency: one
+    measurement at ``start``. The result is the chosen load's measurement (the first one when none keeps the
+    budget), carrying every load tried and the time all of them took."""
+    first = measure_at(start)
+    if objective.p99_budget_ms is None:
+        return replace(first, concurrency=first.concurrency or start)
+    tried = {start: first}
+    chosen: Measured | None = first if objective.feasible(first) else None
+    if chosen is not None:
+        concurrency = start * 2
+        while concurrency <= max_concurrency:
+            m = tried[concurrency] = measure_at(concurrency)
+            log(f"load {concurrency}: {m.items_per_s:.1f} items/s, p99 {m.p99_ms:.1f} ms")
+            if not objective.feasible(m) or m.items_per_s <= chosen.items_per_s * (1.0 + objective.min_gain):
+                break
+            chosen, concurrency = m, concurrency * 2
+    else:
+        concurrency = start // 2
+        while concurrency >= 1 and chosen is None:
+            m = tried[concurrency] = measure_at(concurrency)
+            log(f"load {concurrency}: {m.items_per_s:.1f} items/s, p99 {m.p99_ms:.1f} ms")
+            chosen = m if objective.feasible(m) else None
+            concurrency //= 2
+    result = chosen or first
+    concurrency_of = {id(m): c for c, m in tried.items()}
+    points = tuple(LoadPoint(c, m.items_per_s, m.p50_ms, m.p99_ms, m.errors) for c, m in sorted(tried.items()))
+    return replace(result, concurrency=concurrency_of[id(result)], load_points=points,
+                   seconds=sum(m.seconds for m in tried.values()))
 
 
 def describe(setting: Setting) -> str:
     return "; ".join(f"{name}: {k.describe()}" for name, k in setting)
 
 
-__all__ = ["Budget", "LoadPoint", "Measure", "Measured", "Objective", "Runoff", "SearchResult", "StepKnobs", "climb_load",
+__all__ = ["Budget", "LoadPoint", "Measure", "Measured", "Objective", "Runoff", "SearchResult", "StepKnobs", "at_best_load",
            "describe", "finalists", "hill_climb", "runoff"]

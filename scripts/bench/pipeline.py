@@ -102,16 +102,14 @@ def served(server: Any, plan: Plan, model: str, payloads: list[bench.Payload], c
     """One closed-loop window through the plan's load generator (every model here batches; a request is one row).
     A perf_analyzer failure costs that one measurement its generator, not the benchmark: the Python client takes
     it, the JSON says so (each level's ``load_generator``; ``machine.perf_analyzer_failures``)."""
-    def measure(generator: LoadGenerator) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
-        return bench.measure(server.client, server.grpc_url, model, payloads, concurrency=concurrency, seconds=plan.seconds,
-                             warmup=plan.warmup, steps=steps, generator=generator, batch=1)
-
-    try:
-        return measure(plan.generator)
-    except ToolError as exc:
+    def fell_back(exc: ToolError) -> None:
         log(f"{exc}; this measurement with the Python client")
         FALLBACKS.append(f"{model} at concurrency {concurrency}: {exc}")
-        return measure(LoadGenerator("python", note=str(exc)))
+
+    result, stats, _ = bench.measure_or_fall_back(server.client, server.grpc_url, model, payloads, generator=plan.generator,
+                                                  on_fallback=fell_back, concurrency=concurrency, seconds=plan.seconds,
+                                                  warmup=plan.warmup, steps=steps, batch=1)
+    return result, stats
 
 
 def log(message: str) -> None:

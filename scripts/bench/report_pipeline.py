@@ -285,11 +285,11 @@ def _model_analyzer_why(results: dict[str, Any]) -> str:
         f"tune vs Model Analyzer: Model Analyzer's best is {best['variant']} (instances {best['instance_group']}, max_batch_size "
         f"{best['max_batch_size']} for pre/model/post) at concurrency {best['concurrency']}: re-measured "
         f"{', '.join(f'{v:.0f}' for v in rates.get('model_analyzer', []))} items/s. tune's winner ({winner}) at concurrency "
-        f"{tune['concurrency']}: {', '.join(f'{v:.0f}' for v in rates.get('tune', []))} items/s, with p99 to spare. tune searches "
-        "the settings at one load (`--concurrency`, 4) and only then tries its winner at more load"
-        + (f" ({tried})" if tried else "")
-        + "; Model Analyzer sweeps the load for every configuration, and its best needs twice the load, where other settings "
-        "(more instances of the first two steps) win. Searching the settings at the load the budget allows is the next step."
+        f"{tune['concurrency']}: {', '.join(f'{v:.0f}' for v in rates.get('tune', []))} items/s. Both judge each setting at the "
+        "load it serves most at within the budget (tune: doubling from the best setting's load, halving where the budget "
+        "breaks)" + (f"; tune's winner was tried at {tried}" if tried else "")
+        + ". Model Analyzer also searches each step's max_batch_size, which tune keeps as built (it searches instances, "
+        "intra-op threads and queue delays)."
     )
 
 

@@ -115,16 +115,13 @@ def _measure(server: Any, name: str, generator: LoadGenerator, seconds: float, w
              fallbacks: list[str]) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
     """One window at concurrency 4 (one text per request) through ``generator``; a perf_analyzer failure
     costs this one window its generator (the Python client takes it, ``fallbacks`` says so)."""
-    def run(chosen: LoadGenerator) -> tuple[bench.LoadResult, tuple[bench.StepStats, ...]]:
-        return bench.measure(server.client, server.grpc_url, name, payloads(), concurrency=4, seconds=seconds,
-                             warmup=warmup, generator=chosen, batch=1)
-
-    try:
-        return run(generator)
-    except ToolError as exc:
+    def fell_back(exc: ToolError) -> None:
         log(f"{exc}; this window with the Python client")
         fallbacks.append(f"{name}: {exc}")
-        return run(LoadGenerator("python", note=str(exc)))
+
+    result, stats, _ = bench.measure_or_fall_back(server.client, server.grpc_url, name, payloads(), generator=generator,
+                                                  on_fallback=fell_back, concurrency=4, seconds=seconds, warmup=warmup, batch=1)
+    return result, stats
 
 
 def served(repo: Path, rounds: int, seconds: float, warmup: float, generator: LoadGenerator) -> dict[str, Any]:

@@ -80,12 +80,18 @@ def test_tune_measures_with_the_python_client_from_where_perf_analyzer_fails(bui
 
 def test_tune_reports_the_load_its_winner_takes_within_the_budget(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     record = tmp_path / "tune.json"
-    code = main(["tune", str(built), "--seconds", "0.5", "--warmup", "0.2", "--max-candidates", "1", "--confirm-rounds", "0",
+    code = main(["tune", str(built), "--seconds", "0.5", "--warmup", "0.2", "--max-candidates", "2", "--confirm-rounds", "0",
                  "--p99-ms", "60000", "--concurrency", "2", "--max-concurrency", "4", "--dry-run", "--load-generator", "python",
                  "--json", str(record)])
     assert code == 0
-    point = json.loads(record.read_text())["operating_point"]
-    assert [p["concurrency"] for p in point["points"]][:2] == [2, 4] and point["concurrency"] in (2, 4)
+    doc = json.loads(record.read_text())
+    first, second = doc["candidates"][:2]
+    assert [p["concurrency"] for p in first["load_points"]] == [2, 4] and first["concurrency"] in (2, 4)
+    # The next setting starts at the load the best so far took: it is never tried below it when that keeps the budget.
+    assert [p["concurrency"] for p in second["load_points"]] == ([4] if first["concurrency"] == 4 else [2, 4])
+    point = doc["operating_point"]
+    winner = next(c for c in doc["candidates"] if c["id"] == doc["winner"])
+    assert point["concurrency"] == winner["concurrency"] and point["points"][0]["concurrency"] in (2, 4)
     assert all(p["items_per_s"] > 0 and p["errors"] == 0 for p in point["points"])
     assert f"at concurrency {point['concurrency']}" in capsys.readouterr().out
 

@@ -9,11 +9,10 @@ from collections.abc import Callable
 from repo_builder.tune.knobs import Setting, StepKnobs, StepSpace, neighbours, setting_of
 from repo_builder.tune.search import (
     Budget,
-    LoadPoint,
     Measured,
     Objective,
     SearchResult,
-    climb_load,
+    at_best_load,
     finalists,
     hill_climb,
     runoff,
@@ -136,25 +135,40 @@ def test_runoff_keeps_the_start_when_no_finalist_keeps_the_budget_or_answers_eve
     assert runoff((B, C), measure, 2, Objective(p99_budget_ms=10)).winner == B  # nothing qualifies: the first entrant
 
 
-def test_climb_load_doubles_until_the_budget_breaks_and_keeps_the_last_point_within_it() -> None:
-    rates = {8: (180.0, 6.0), 16: (230.0, 9.0), 32: (240.0, 14.0)}  # 32 serves more but breaks the 10 ms budget
+def _ladder(rates: dict[int, tuple[float, float]]) -> tuple[list[int], Callable[[int], Measured]]:
     asked: list[int] = []
 
     def measure_at(concurrency: int) -> Measured:
         asked.append(concurrency)
         items, p99 = rates[concurrency]
-        return _measured(A, items, p99=p99)
+        return Measured(A, items, 1.0, p99, seconds=1.5)
 
-    points, chosen = climb_load(LoadPoint(4, 120.0, 1.0, 4.0), measure_at, Objective(p99_budget_ms=10))
-    assert asked == [8, 16, 32] and [p.concurrency for p in points] == [4, 8, 16, 32]
-    assert chosen.concurrency == 16 and chosen.items_per_s == 230.0
+    return asked, measure_at
 
 
-def test_climb_load_stops_when_more_load_serves_no_more_and_never_climbs_without_a_budget() -> None:
-    def flat(concurrency: int) -> Measured:
-        return _measured(A, 121.0, p99=3.0)
+def test_at_best_load_doubles_until_the_budget_breaks_and_keeps_the_last_load_within_it() -> None:
+    asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 9.0), 32: (240.0, 14.0)})  # 32 breaks 10 ms
+    m = at_best_load(measure_at, 4, Objective(p99_budget_ms=10))
+    assert asked == [4, 8, 16, 32] and [p.concurrency for p in m.load_points] == [4, 8, 16, 32]
+    assert (m.concurrency, m.items_per_s, m.p99_ms) == (16, 230.0, 9.0) and m.seconds == 6.0
 
-    points, chosen = climb_load(LoadPoint(4, 120.0, 1.0, 2.0), flat, Objective(p99_budget_ms=10))
-    assert [p.concurrency for p in points] == [4, 8] and chosen.concurrency == 4  # +0.8 %: noise, not a gain
-    points, chosen = climb_load(LoadPoint(4, 120.0, 1.0, 2.0), flat, Objective())
-    assert points == (LoadPoint(4, 120.0, 1.0, 2.0),) and chosen.concurrency == 4
+
+def test_at_best_load_halves_from_a_load_that_breaks_the_budget_until_one_keeps_it() -> None:
+    asked, measure_at = _ladder({8: (200.0, 13.0), 4: (150.0, 11.0), 2: (90.0, 5.0), 1: (50.0, 2.0)})
+    m = at_best_load(measure_at, 8, Objective(p99_budget_ms=10))
+    assert asked == [8, 4, 2] and (m.concurrency, m.items_per_s) == (2, 90.0)
+    assert [p.concurrency for p in m.load_points] == [2, 4, 8]
+    asked, measure_at = _ladder({2: (90.0, 50.0), 1: (50.0, 40.0)})
+    never = at_best_load(measure_at, 2, Objective(p99_budget_ms=10))
+    assert asked == [2, 1] and not Objective(p99_budget_ms=10).feasible(never) and never.concurrency == 2  # the first, infeasible
+
+
+def test_at_best_load_stops_when_more_load_serves_no_more_and_never_climbs_without_a_budget() -> None:
+    asked, measure_at = _ladder({4: (120.0, 2.0), 8: (121.0, 3.0)})
+    m = at_best_load(measure_at, 4, Objective(p99_budget_ms=10))
+    assert asked == [4, 8] and m.concurrency == 4 and m.items_per_s == 120.0  # +0.8 %: noise, not a gain
+    asked, measure_at = _ladder({4: (120.0, 2.0), 8: (300.0, 3.0)})
+    m = at_best_load(measure_at, 4, Objective())
+    assert asked == [4] and m.concurrency == 4 and m.load_points == ()
+    asked, measure_at = _ladder({4: (120.0, 2.0), 8: (300.0, 3.0)})
+    assert at_best_load(measure_at, 4, Objective(p99_budget_ms=10), max_concurrency=4).concurrency == 4 and asked == [4]
