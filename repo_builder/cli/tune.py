@@ -54,7 +54,8 @@ def format_table(result: TuneResult) -> str:
     point = doc.get("operating_point")
     if point:
         tried = ", ".join(f"{p['concurrency']}: {p['items_per_s']:.1f}/s p99 {p['p99_ms']:.1f} ms" for p in point["points"])
-        lines.append(f"the winner within the budget: {point['items_per_s']:.1f} items/s at concurrency {point['concurrency']} (tried {tried})")
+        lines.append(f"the winner {'within the budget' if point.get('within_budget', True) else 'OVER the budget when measured again'}: "
+                     f"{point['items_per_s']:.1f} items/s, p99 {point['p99_ms']:.1f} ms at concurrency {point['concurrency']} (search tried {tried})")
     return "\n".join(lines)
 
 

@@ -224,6 +224,8 @@ class TritonPythonModel:
         inputs, outputs = graph_io(self.session)
         check_config(self.config, inputs, outputs)
         self.outputs = [str(o["name"]) for o in self.config.get("output", [])]
+        # Read once: the session's node list is rebuilt as Python objects on every call.
+        self.inputs = [(node.name, node.type == "tensor(string)") for node in self.session.get_inputs()]
         self.batching = int(self.config.get("max_batch_size", 0) or 0) > 0
 
     def execute(self, requests: Sequence[Any]) -> list[Any]:
@@ -242,11 +244,11 @@ class TritonPythonModel:
 
     def _feed(self, request: Any, pb_utils: Any) -> dict[str, Any]:
         feed = {}
-        for node in self.session.get_inputs():
-            tensor = pb_utils.get_input_tensor_by_name(request, node.name)
+        for name, is_string in self.inputs:
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
             if tensor is not None:
                 array = tensor.as_numpy()
-                feed[node.name] = _decoded(array) if node.type == "tensor(string)" else array
+                feed[name] = _decoded(array) if is_string else array
         return feed
 
 

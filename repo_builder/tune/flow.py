@@ -5,6 +5,7 @@ from the load of the best setting so far; the finalists are re-measured each at 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,15 +77,25 @@ def only_ensemble(repository: Path) -> str:
     return ensembles[0]
 
 
+def _at_load(runner: CandidateRunner, loads: Mapping[Setting, int], setting: Setting) -> Measured:
+    return runner.measure(setting, concurrency=loads[setting])
+
+
 def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest, log: Log) -> tuple[SearchResult, dict[str, Any] | None]:
     """The finalists measured alternately: machines are noisy, so the winner and its gain over the start come
     from medians of interleaved rounds, not from single windows minutes apart. A gain below the noise keeps
-    the start."""
+    the start. Each finalist runs at the load the search chose for it; a load chosen at the budget's edge may break
+    it when measured again, so when no finalist keeps the budget the rounds run again at half the loads."""
     entrants = finalists(search, request.objective, request.finalists)
     if request.confirm_rounds <= 0 or len(entrants) < 2:
         return search, None
     loads = {m.setting: m.concurrency or request.measure.concurrency for m in search.measured}
-    result = runoff(entrants, lambda s: runner.measure(s, concurrency=loads[s]), request.confirm_rounds, request.objective, log)
+    while True:
+        result = runoff(entrants, functools.partial(_at_load, runner, dict(loads)), request.confirm_rounds, request.objective, log)
+        if result.qualified or all(loads[s] <= 1 for s in entrants):
+            break
+        log("no finalist kept the budget in the confirmation rounds; again at half their loads")
+        loads = {s: max(1, c // 2) for s, c in loads.items()}
     start = search.baseline.setting
     start_median, winner_median = result.median(start), result.median(result.winner)
     ratio = round(winner_median / start_median, 3) if start_median else 0.0
@@ -101,7 +112,8 @@ def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest
         "climb_best_kept": winner == search.best.setting,
         "entrants": [{"setting": describe(s), "items_per_s": list(result.items_per_s[s]), "p99_ms": list(result.p99_ms[s]),
                       "errors": result.errors[s], "median_items_per_s": round(result.median(s), 2),
-                      "concurrency": loads[s]} for s in entrants],
+                      "median_p99_ms": round(result.median_p99(s), 2), "concurrency": loads[s],
+                      "kept_budget": s in result.qualified} for s in entrants],
     }
     if kept_start:
         confirmation.update(kept_start=True, ratio=ratio)
@@ -110,17 +122,20 @@ def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest
 
 def _operating_point(search: SearchResult, confirmation: dict[str, Any] | None, request: TuneRequest) -> dict[str, Any] | None:
     """With a p99 budget and a feasible winner: the load it serves most at within the budget and every load it was
-    tried at, as Model Analyzer reports its best (a rate at a load); the rate is the confirmation rounds' median
-    when they ran."""
+    tried at, as Model Analyzer reports its best (a rate at a load). When the confirmation rounds ran, the rate,
+    p99 and load are theirs (medians), and ``within_budget`` says whether it kept the budget there."""
     best = search.best
-    if request.objective.p99_budget_ms is None or not request.objective.feasible(best) or not best.load_points:
+    budget = request.objective.p99_budget_ms
+    if budget is None or not request.objective.feasible(best) or not best.load_points:
         return None
-    items = best.items_per_s
-    if confirmation:
-        items = next((e["median_items_per_s"] for e in confirmation["entrants"] if e["setting"] == describe(best.setting)), items)
-    return {"concurrency": best.concurrency, "items_per_s": round(items, 2), "p99_ms": round(best.p99_ms, 2),
-            "points": [{"concurrency": p.concurrency, "items_per_s": round(p.items_per_s, 2), "p50_ms": round(p.p50_ms, 2),
-                        "p99_ms": round(p.p99_ms, 2), "errors": p.errors} for p in best.load_points]}
+    point: dict[str, Any] = {"concurrency": best.concurrency, "items_per_s": round(best.items_per_s, 2), "p99_ms": round(best.p99_ms, 2)}
+    entrant = next((e for e in (confirmation or {}).get("entrants", ()) if e["setting"] == describe(best.setting)), None)
+    if entrant is not None:
+        point.update(concurrency=entrant["concurrency"], items_per_s=entrant["median_items_per_s"], p99_ms=entrant["median_p99_ms"])
+    point["within_budget"] = point["p99_ms"] <= budget
+    point["points"] = [{"concurrency": p.concurrency, "items_per_s": round(p.items_per_s, 2), "p50_ms": round(p.p50_ms, 2),
+                        "p99_ms": round(p.p99_ms, 2), "errors": p.errors} for p in best.load_points]
+    return point
 
 
 def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResult:

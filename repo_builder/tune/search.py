@@ -143,9 +143,13 @@ class Runoff:
     p99_ms: Mapping[Setting, tuple[float, ...]]
     errors: Mapping[Setting, int]
     winner: Setting
+    qualified: tuple[Setting, ...] = ()  # the entrants that kept the budget and answered every request
 
     def median(self, setting: Setting) -> float:
         return statistics.median(self.items_per_s[setting])
+
+    def median_p99(self, setting: Setting) -> float:
+        return statistics.median(self.p99_ms[setting])
 
 
 def finalists(result: SearchResult, objective: Objective, count: int) -> tuple[Setting, ...]:
@@ -179,7 +183,7 @@ def runoff(entrants: Sequence[Setting], measure: Measure, rounds: int, objective
     qualified = [s for s in entrants if qualifies(s)]
     winner = max(qualified, key=lambda s: statistics.median(items[s])) if qualified else entrants[0]
     return Runoff(tuple(entrants), {s: tuple(v) for s, v in items.items()}, {s: tuple(v) for s, v in p99.items()},
-                  errors, winner)
+                  errors, winner, tuple(qualified))
 
 
 def at_best_load(measure_at: Callable[[int], Measured], start: int, objective: Objective, max_concurrency: int = 64,
