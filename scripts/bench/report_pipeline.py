@@ -76,8 +76,8 @@ def _onnx_work(detail: dict[str, Any] | None) -> str:
         return ""
     ms = {role: v["median"] for role, v in detail["in_process"]["ms_per_text"].items()}
     out = (f" In process (no server, batch of 4), the ONNX tokenizer graph costs {ms['onnx']:.3f} ms per text, the Python step's "
-           f"`tokenizers` {ms['python']:.3f} and pad-to-512 {ms['pad_512']:.3f} (onnxruntime-extensions' string ops run one "
-           "text at a time inside a Loop, and the checkpoint's normalization splits each text into characters).")
+           f"`tokenizers` {ms['python']:.3f} and pad-to-512 {ms['pad_512']:.3f} (these texts are ASCII: each row is one "
+           "`BertTokenizer` call inside the graph's Loop, the fast path of docs/text-preprocess.md).")
     server = detail.get("server_ms_per_text")
     if server:
         onnx, python, base = (server[role]["median"] for role in ("onnx", "python", "pad_512"))
