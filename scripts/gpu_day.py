@@ -47,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_day_dali import dali_build_stage, dali_failures, dali_serve_stage
+from gpu_day_server import tritonserver
 
 RECORD_FORMAT = 1
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
@@ -326,20 +327,9 @@ def compare(model: str, batch: int, got: list[float] | None, expected: list[list
 
 def serve_stage(work: Path, built: list[dict[str, Any]], references: dict[str, Any]) -> dict[str, Any]:
     """Start tritonserver on the repository, wait, infer each built model once per profile, compare."""
-    log_path = work / "tritonserver.log"
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(["tritonserver", f"--model-repository={work / 'repo'}", "--exit-on-error=false",
-                                   "--model-control-mode=none", "--http-port=8000"], stdout=log, stderr=subprocess.STDOUT)
-    try:
+    with tritonserver(work / "repo", work / "tritonserver.log", "--model-control-mode=none") as after:
         result = _serve_checks(built, references)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    result["server_log_tail"] = log_path.read_text(errors="replace")[-6000:]
-    return result
+    return {**result, **after}
 
 
 def _serve_checks(built: list[dict[str, Any]], references: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_day_server import tritonserver
+
 SOURCE = Path(__file__).resolve().parents[1]
 NAME = "rn50dali"
 SIZES = ("500x375", "1920x1080")
@@ -127,13 +130,9 @@ def _throughput(url: str, images: list[bytes]) -> dict[str, Any]:
 
 def dali_serve_stage(work: Path) -> dict[str, Any]:
     """tritonserver on WORK/dali-repo: readiness, the answer against torchvision, images/s per size."""
-    log_path = work / "dali-tritonserver.log"
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(["tritonserver", f"--model-repository={work / 'dali-repo'}", "--exit-on-error=false",
-                                   "--http-port=8000"], stdout=log, stderr=subprocess.STDOUT)
     base = "http://127.0.0.1:8000/v2"
     result: dict[str, Any] = {"ran_on_gpu": True, "models": {}, "throughput": {}}
-    try:
+    with tritonserver(work / "dali-repo", work / "dali-tritonserver.log") as after:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
@@ -157,14 +156,7 @@ def dali_serve_stage(work: Path) -> dict[str, Any]:
                     "dali_step": _throughput(f"{base}/models/{NAME}_preprocess/infer", images),
                     "ensemble": _throughput(f"{base}/models/{NAME}/infer", images),
                 }
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    result["server_log_tail"] = log_path.read_text(errors="replace")[-6000:]
-    return result
+    return {**result, **after}
 
 
 def dali_failures(record: dict[str, Any]) -> list[str]:

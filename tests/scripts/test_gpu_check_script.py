@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,25 @@ def test_finish_record_fails_when_dali_step_does_not_load_or_answers_wrong() -> 
     passing = _good_record()
     gpu_day.merge_stage(passing, "dali-serve", {"models": {"rn50dali": True}, "answer": {"ok": True}, "throughput": {}})
     assert gpu_day.finish_record(passing)["ok"] is True
+
+
+def test_gpu_day_server_stops_the_server_and_keeps_its_log_tail_when_the_stage_fails(tmp_path: Path,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stand-in for the container's tritonserver: it logs its arguments and runs until stopped.
+    fake = tmp_path / "bin" / "tritonserver"
+    fake.parent.mkdir()
+    pid_file = tmp_path / "pid"
+    fake.write_text(f'#!/bin/sh\necho "started $*"\necho $$ > {pid_file}\nexec sleep 300\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    kept: dict[str, str] = {}
+    with pytest.raises(RuntimeError), gpu_day.tritonserver(tmp_path / "repo", tmp_path / "server.log", "--model-control-mode=none") as after:
+        kept = after
+        for _ in range(100):
+            if pid_file.exists() and (tmp_path / "server.log").read_text():
+                break
+            time.sleep(0.05)
+        raise RuntimeError("the stage failed")
+    assert f"--model-repository={tmp_path / 'repo'} --exit-on-error=false --model-control-mode=none --http-port=8000" in kept["server_log_tail"]
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
