@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repo_builder.errors import UserError
+from repo_builder.validate.live_codes import DEFAULT_LOAD_TIMEOUT
 from repo_builder.validate.location import validate_location, validate_options
 from repo_builder.validate.remote import DEFAULT_MAX_ONNX_BYTES
 from repo_builder.validate.report import Report
@@ -24,7 +25,7 @@ def validate(
     allow_pending: bool = False,
     live: bool = False,
     tritonserver: str | None = None,
-    load_timeout: float = 60.0,
+    load_timeout: float = DEFAULT_LOAD_TIMEOUT,
     allow_unproven: bool = False,
     s3_endpoint: str | None = None,
     max_download_mb: int = DEFAULT_MAX_ONNX_BYTES >> 20,

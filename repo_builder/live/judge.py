@@ -53,6 +53,7 @@ from repo_builder.triton.server import TritonServer, start_server
 from repo_builder.triton.server_log import explain_refusal, log_messages
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
 from repo_builder.validate.live_codes import (
+    DEFAULT_LOAD_TIMEOUT,
     DISAGREEMENT,
     INFERENCE_FAILED,
     LIVE_CODES,
@@ -89,7 +90,7 @@ _ENVIRONMENT_LIMITS = ("unable to find backend library", "no gpus are available"
 @dataclass(frozen=True)
 class LiveSettings:
     tritonserver: str | None = None  # --tritonserver PATH; default: see repo_builder.triton.locate
-    load_timeout: float = 60.0  # seconds per model load
+    load_timeout: float = DEFAULT_LOAD_TIMEOUT  # seconds per model load
     infer: bool = True  # send one synthesized request to each ensemble that loads
     strict: bool = False  # --strict: the server runs with --disable-auto-complete-config
     startup_timeout: float = 60.0
