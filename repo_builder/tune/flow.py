@@ -33,6 +33,7 @@ from repo_builder.tune.search import (
 )
 
 Log = Callable[[str], None]
+CONFIRM_RETRIES = 2  # confirmation rounds run again with a budget-breaking finalist at half its load, at most this often
 
 
 @dataclass(frozen=True)
@@ -84,22 +85,25 @@ def _at_load(runner: CandidateRunner, loads: Mapping[Setting, int], setting: Set
 def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest, log: Log) -> tuple[SearchResult, dict[str, Any] | None]:
     """The finalists measured alternately: machines are noisy, so the winner and its gain over the start come
     from medians of interleaved rounds, not from single windows minutes apart. A gain below the noise keeps
-    the start. Each finalist runs at the load the search chose for it; a load chosen at the budget's edge may break
-    it when measured again, so when no finalist keeps the budget the rounds run again at half the loads."""
+    the start (when the start kept the budget in them). Each finalist runs at the load the search chose for it; a
+    load chosen at the budget's edge may break it when measured again, so a finalist that did (and served more
+    than the best that kept it) runs the rounds again at half its load, twice at most."""
     entrants = finalists(search, request.objective, request.finalists)
     if request.confirm_rounds <= 0 or len(entrants) < 2:
         return search, None
     loads = {m.setting: m.concurrency or request.measure.concurrency for m in search.measured}
-    while True:
+    for attempt in range(CONFIRM_RETRIES + 1):
         result = runoff(entrants, functools.partial(_at_load, runner, dict(loads)), request.confirm_rounds, request.objective, log)
-        if result.qualified or all(loads[s] <= 1 for s in entrants):
+        kept = max((result.median(s) for s in result.qualified), default=0.0)
+        over = [s for s in entrants if s not in result.qualified and result.errors[s] == 0 and loads[s] > 1 and result.median(s) > kept]
+        if not over or attempt == CONFIRM_RETRIES:
             break
-        log("no finalist kept the budget in the confirmation rounds; again at half their loads")
-        loads = {s: max(1, c // 2) for s, c in loads.items()}
+        log(f"{len(over)} finalist(s) broke the budget at the load chosen for them; the rounds again with those at half their load")
+        loads.update({s: max(1, loads[s] // 2) for s in over})
     start = search.baseline.setting
     start_median, winner_median = result.median(start), result.median(result.winner)
     ratio = round(winner_median / start_median, 3) if start_median else 0.0
-    kept_start = result.winner != start and ratio < 1.0 + request.objective.min_gain
+    kept_start = result.winner != start and start in result.qualified and ratio < 1.0 + request.objective.min_gain
     winner = start if kept_start else result.winner
     if kept_start:
         log(f"the winner's gain did not hold in the confirmation rounds ({ratio:.2f}x); keeping the start")

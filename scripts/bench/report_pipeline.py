@@ -278,14 +278,16 @@ def _model_analyzer_why(results: dict[str, Any]) -> str:
         return f"tune vs Model Analyzer: {results['figures']['tune_vs_model_analyzer'].get('note', 'not measured')}"
     best, tune = result["model_analyzer"]["best"], result["tune"]
     rates = {side: [r["items_per_s"] for r in rounds] for side, rounds in result.get("rounds", {}).items()}
+    p99 = {side: ", ".join(f"{r['p99_ms']:.1f}" for r in rounds) for side, rounds in result.get("rounds", {}).items()}
     winner = ", ".join(f"{k.split('.')[0].split('_')[-1]} {k.split('.')[1].replace('_', ' ')} {v}" for k, v in (tune.get("winner") or {}).get("knobs", {}).items())
     point = tune.get("operating_point") or {}
     tried = "; ".join(f"concurrency {p['concurrency']}: {p['items_per_s']:.0f}/s, p99 {p['p99_ms']:.1f} ms" for p in point.get("points", []))
     return (
         f"tune vs Model Analyzer: Model Analyzer's best is {best['variant']} (instances {best['instance_group']}, max_batch_size "
         f"{best['max_batch_size']} for pre/model/post) at concurrency {best['concurrency']}: re-measured "
-        f"{', '.join(f'{v:.0f}' for v in rates.get('model_analyzer', []))} items/s. tune's winner ({winner}) at concurrency "
-        f"{tune['concurrency']}: {', '.join(f'{v:.0f}' for v in rates.get('tune', []))} items/s. Both judge each setting at the "
+        f"{', '.join(f'{v:.0f}' for v in rates.get('model_analyzer', []))} items/s (p99 {p99.get('model_analyzer', '')} ms). tune's "
+        f"winner ({winner}) at concurrency {tune['concurrency']}: {', '.join(f'{v:.0f}' for v in rates.get('tune', []))} items/s "
+        f"(p99 {p99.get('tune', '')} ms). Both judge each setting at the "
         "load it serves most at within the budget (tune: doubling from the best setting's load, halving where the budget "
         "breaks)" + (f"; tune's winner was tried at {tried}" if tried else "")
         + ". Model Analyzer also searches each step's max_batch_size, which tune keeps as built (it searches instances, "

@@ -144,14 +144,20 @@ def test_fast_path_in_graph_and_exact_on_1000_ascii_texts_when_real_minilm() -> 
     assert _compare(folder, _ascii_texts(1000, seed=1), 256, model) == []
 
 
-def test_fast_path_left_out_when_op_would_differ_on_cased_model_over_lowercase_vocabulary(tmp_path: Path) -> None:
-    folder = make_tiny_text_classifier(tmp_path / "cased")
+def _cased_tiny_model(folder: Path) -> Path:
+    """The tiny test model made cased, without accent stripping, over its lowercase-only vocabulary."""
+    make_tiny_text_classifier(folder)
     data = json.loads((folder / "tokenizer.json").read_text())
     data["normalizer"].update(lowercase=False, strip_accents=False)
     (folder / "tokenizer.json").write_text(json.dumps(data))
     config = json.loads((folder / "tokenizer_config.json").read_text())
     config.update(do_lower_case=False, strip_accents=False)
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_fast_path_left_out_when_op_would_differ_on_cased_model_over_lowercase_vocabulary(tmp_path: Path) -> None:
+    folder = _cased_tiny_model(tmp_path / "cased")
     tokenizer = read_wordpiece_tokenizer(folder / "tokenizer.json")
     # Uppercase letters over a lowercase vocabulary: the exact path gets these right, the op alone does not: it
     # emits the pieces before an uppercase letter and then [UNK], where Hugging Face gives one [UNK] for the word.
@@ -174,13 +180,7 @@ def test_fast_path_leaves_del_to_exact_path_when_op_would_differ(tmp_path: Path)
 
 
 def test_onnx_tokenizer_follows_checkpoint_when_cased_without_accent_stripping(tmp_path: Path) -> None:
-    folder = make_tiny_text_classifier(tmp_path / "cased")
-    data = json.loads((folder / "tokenizer.json").read_text())
-    data["normalizer"].update(lowercase=False, strip_accents=False)
-    (folder / "tokenizer.json").write_text(json.dumps(data))
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    config.update(do_lower_case=False, strip_accents=False)
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    folder = _cased_tiny_model(tmp_path / "cased")
     # Letters only the special tokens hold ([UNK], [MASK], [CLS] ...) are no WordPiece pieces either.
     assert _compare(folder, ["aK", "MASK the CLS", "unK", *_texts(300, seed=2)], 64) == []
 

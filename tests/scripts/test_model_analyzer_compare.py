@@ -120,6 +120,13 @@ def test_the_ratio_is_tune_over_model_analyzer_per_round_and_judged_by_its_sprea
     assert comparison([1100.0, 1200.0], [1000.0, 1000.0])["status"] == "unsettled"  # too few rounds for a verdict
 
 
+def test_the_ratio_is_missed_when_tunes_winner_breaks_the_budget_in_the_rounds_whatever_it_serves() -> None:
+    over = comparison([1300.0, 1250.0, 1280.0], [1000.0] * 3, tune_p99_ms=[11.3, 9.8, 11.6], p99_budget_ms=10.0)
+    assert over["status"] == "missed" and over["status_by_throughput"] == "met" and "median 11.3 ms" in over["note"]
+    kept = comparison([1300.0, 1250.0, 1280.0], [1000.0] * 3, tune_p99_ms=[9.3, 10.4, 9.6], p99_budget_ms=10.0)
+    assert kept["status"] == "met" and "status_by_throughput" not in kept  # the median keeps it: one noisy round does not decide
+
+
 def test_exit_zero_with_rows_is_measured_despite_gpu_warnings() -> None:
     rows = parse_results_csv(DEFAULT_ONLY.read_text())
     assert has_measurements(0, rows)

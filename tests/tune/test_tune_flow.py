@@ -57,3 +57,27 @@ def test_confirmation_keeps_each_finalist_at_its_own_load_when_one_keeps_the_bud
     assert confirmation is not None and len(runner.calls) == 6 and set(runner.calls) == {(START, 4), (BETTER, 8)}
     point = _operating_point(search, confirmation, request)
     assert point is not None and (point["concurrency"], point["p99_ms"], point["within_budget"]) == (8, 9.0, True)
+
+
+def test_confirmation_halves_only_the_finalist_that_broke_the_budget() -> None:
+    # The start was chosen at 16 at the budget's edge: measured again there it breaks 10 ms while serving the most;
+    # the other finalist keeps it at 8. The start runs the rounds again at 8, where it keeps the budget and serves less.
+    runner = TableRunner({(START, 16): (2400.0, 12.5), (BETTER, 8): (2000.0, 7.0), (START, 8): (1700.0, 6.0)})
+    request = TuneRequest(Path("."), objective=Objective(p99_budget_ms=10), confirm_rounds=2)
+    search, confirmation = _confirm(runner, _search(16, 8), request, lambda _: None)  # type: ignore[arg-type]
+    assert confirmation is not None
+    assert runner.calls.count((START, 16)) == 2 and runner.calls.count((START, 8)) == 2 and runner.calls.count((BETTER, 8)) == 4
+    assert search.best.setting == BETTER
+    start = next(e for e in confirmation["entrants"] if e["setting"].startswith("pre: 1 inst"))
+    assert (start["concurrency"], start["kept_budget"]) == (8, True)
+
+
+def test_confirmation_never_keeps_a_start_that_broke_the_budget_for_lack_of_gain() -> None:
+    # The start breaks the budget at 16 serving a little less than the other finalist, which keeps it: the start is
+    # not measured again (at half the load it could only serve less). Below the noise the start would be kept, but
+    # not one that broke the budget.
+    runner = TableRunner({(START, 16): (2010.0, 12.5), (BETTER, 8): (2020.0, 7.0)})
+    request = TuneRequest(Path("."), objective=Objective(p99_budget_ms=10), confirm_rounds=1)
+    search, confirmation = _confirm(runner, _search(16, 8), request, lambda _: None)  # type: ignore[arg-type]
+    assert confirmation is not None and [c for s, c in runner.calls if s == START] == [16]
+    assert search.best.setting == BETTER and not confirmation.get("kept_start")
