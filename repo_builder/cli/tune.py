@@ -73,6 +73,8 @@ def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
 @click.option("--concurrency", type=click.IntRange(min=1, max=256), default=4, show_default=True, help="Closed-loop clients while measuring (with --p99-ms: the first load tried).")
 @click.option("--max-concurrency", type=click.IntRange(min=1, max=1024), default=64, show_default=True,
               help="With --p99-ms: each setting is served at twice, four times ... the best setting's load so far, up to this, while it keeps the budget and serves more.")
+@click.option("--p99-margin", type=click.FloatRange(min=0.0, max=0.9), default=0.15, show_default=True,
+              help="With --p99-ms: a higher load is taken only while p99 keeps this share of the budget free (p99 moves between windows).")
 @click.option("--seconds", type=click.FloatRange(min=0.5), default=5.0, show_default=True, help="Measured window per candidate.")
 @click.option("--warmup", type=click.FloatRange(min=0.0), default=1.0, show_default=True, help="Unmeasured requests first, per candidate.")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=16, show_default=True, help="Stop after measuring this many settings.")
@@ -89,7 +91,7 @@ def _files_by_input(values: tuple[str, ...]) -> dict[str, list[bytes]]:
 @quiet_option
 @verbose_option
 def command(
-    repository: Path, model: str | None, p99_ms: float | None, concurrency: int, max_concurrency: int, seconds: float, warmup: float,
+    repository: Path, model: str | None, p99_ms: float | None, concurrency: int, max_concurrency: int, p99_margin: float, seconds: float, warmup: float,
     max_candidates: int, max_seconds: float, max_instances: int | None, confirm_rounds: int, finalists: int, inputs: tuple[str, ...],
     dry_run: bool, json_path: Path | None, report_path: Path | None, tritonserver: Path | None, load_generator: str,
     perf_analyzer: Path | None, quiet: bool, verbose: bool,
@@ -108,7 +110,7 @@ def command(
     if generator.note:
         out.progress(f"load generator: python ({generator.note})")
     request = TuneRequest(
-        repository=repository, model=model, objective=Objective(p99_budget_ms=p99_ms),
+        repository=repository, model=model, objective=Objective(p99_budget_ms=p99_ms, p99_margin=p99_margin),
         budget=Budget(max_candidates=max_candidates, max_seconds=max_seconds),
         measure=MeasureSettings(concurrency=concurrency, seconds=seconds, warmup=warmup, generator=generator),
         max_instances=max_instances, confirm_rounds=confirm_rounds, finalists=finalists, max_concurrency=max_concurrency, files=_files_by_input(inputs),

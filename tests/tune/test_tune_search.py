@@ -147,10 +147,19 @@ def _ladder(rates: dict[int, tuple[float, float]]) -> tuple[list[int], Callable[
 
 
 def test_at_best_load_doubles_until_the_budget_breaks_and_keeps_the_last_load_within_it() -> None:
-    asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 9.0), 32: (240.0, 14.0)})  # 32 breaks 10 ms
+    asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 8.0), 32: (240.0, 14.0)})  # 32 breaks 10 ms
     m = at_best_load(measure_at, 4, Objective(p99_budget_ms=10))
     assert asked == [4, 8, 16, 32] and [p.concurrency for p in m.load_points] == [4, 8, 16, 32]
-    assert (m.concurrency, m.items_per_s, m.p99_ms) == (16, 230.0, 9.0) and m.seconds == 6.0
+    assert (m.concurrency, m.items_per_s, m.p99_ms) == (16, 230.0, 8.0) and m.seconds == 6.0
+
+
+def test_at_best_load_takes_no_load_at_the_budgets_edge() -> None:
+    # 16 keeps the 10 ms budget by 0.5 ms: within p99's window-to-window noise, so it is not taken (15 % margin).
+    asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 9.5)})
+    m = at_best_load(measure_at, 4, Objective(p99_budget_ms=10))
+    assert asked == [4, 8, 16] and (m.concurrency, m.items_per_s) == (8, 180.0)
+    asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 9.5), 32: (231.0, 9.9)})
+    assert at_best_load(measure_at, 4, Objective(p99_budget_ms=10, p99_margin=0.0)).concurrency == 16
 
 
 def test_at_best_load_halves_from_a_load_that_breaks_the_budget_until_one_keeps_it() -> None:
