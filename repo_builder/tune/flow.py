@@ -82,15 +82,17 @@ def _at_load(runner: CandidateRunner, loads: Mapping[Setting, int], setting: Set
     return runner.measure(setting, concurrency=loads[setting])
 
 
-def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest, log: Log) -> tuple[SearchResult, dict[str, Any] | None]:
+def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest,
+             log: Log) -> tuple[SearchResult, dict[str, Any] | None, dict[Setting, dict[str, Any]]]:
     """The finalists measured alternately: machines are noisy, so the winner and its gain over the start come
     from medians of interleaved rounds, not from single windows minutes apart. A gain below the noise keeps
     the start (when the start kept the budget in them). Each finalist runs at the load the search chose for it; a
     load chosen at the budget's edge may break it when measured again, so a finalist that did (and served more
-    than the best that kept it) runs the rounds again at half its load, twice at most."""
+    than the best that kept it) runs the rounds again at half its load, twice at most. Also returns each finalist's
+    record of the rounds, by setting."""
     entrants = finalists(search, request.objective, request.finalists)
     if request.confirm_rounds <= 0 or len(entrants) < 2:
-        return search, None
+        return search, None, {}
     loads = {m.setting: m.concurrency or request.measure.concurrency for m in search.measured}
     for attempt in range(CONFIRM_RETRIES + 1):
         result = runoff(entrants, functools.partial(_at_load, runner, dict(loads)), request.confirm_rounds, request.objective, log)
@@ -108,23 +110,24 @@ def _confirm(runner: CandidateRunner, search: SearchResult, request: TuneRequest
     if kept_start:
         log(f"the winner's gain did not hold in the confirmation rounds ({ratio:.2f}x); keeping the start")
     by_setting = {m.setting: m for m in search.measured}
+    records = {s: {"setting": describe(s), "items_per_s": list(result.items_per_s[s]), "p99_ms": list(result.p99_ms[s]),
+                   "errors": result.errors[s], "median_items_per_s": round(result.median(s), 2),
+                   "median_p99_ms": round(result.median_p99(s), 2), "concurrency": loads[s],
+                   "kept_budget": s in result.qualified} for s in entrants}
     confirmation: dict[str, Any] = {
         "rounds": request.confirm_rounds,
         "start_items_per_s": list(result.items_per_s[start]),
         "winner_items_per_s": list(result.items_per_s[winner]),
         "ratio": 1.0 if winner == start else ratio,
         "climb_best_kept": winner == search.best.setting,
-        "entrants": [{"setting": describe(s), "items_per_s": list(result.items_per_s[s]), "p99_ms": list(result.p99_ms[s]),
-                      "errors": result.errors[s], "median_items_per_s": round(result.median(s), 2),
-                      "median_p99_ms": round(result.median_p99(s), 2), "concurrency": loads[s],
-                      "kept_budget": s in result.qualified} for s in entrants],
+        "entrants": list(records.values()),
     }
     if kept_start:
         confirmation.update(kept_start=True, ratio=ratio)
-    return SearchResult(measured=search.measured, best=by_setting[winner]), confirmation
+    return SearchResult(measured=search.measured, best=by_setting[winner]), confirmation, records
 
 
-def _operating_point(search: SearchResult, confirmation: dict[str, Any] | None, request: TuneRequest) -> dict[str, Any] | None:
+def _operating_point(search: SearchResult, confirmed: Mapping[Setting, Mapping[str, Any]], request: TuneRequest) -> dict[str, Any] | None:
     """With a p99 budget and a feasible winner: the load it serves most at within the budget and every load it was
     tried at, as Model Analyzer reports its best (a rate at a load). When the confirmation rounds ran, the rate,
     p99 and load are theirs (medians), and ``within_budget`` says whether it kept the budget there."""
@@ -133,7 +136,7 @@ def _operating_point(search: SearchResult, confirmation: dict[str, Any] | None, 
     if budget is None or not request.objective.feasible(best) or not best.load_points:
         return None
     point: dict[str, Any] = {"concurrency": best.concurrency, "items_per_s": round(best.items_per_s, 2), "p99_ms": round(best.p99_ms, 2)}
-    entrant = next((e for e in (confirmation or {}).get("entrants", ()) if e["setting"] == describe(best.setting)), None)
+    entrant = confirmed.get(best.setting)
     if entrant is not None:
         point.update(concurrency=entrant["concurrency"], items_per_s=entrant["median_items_per_s"], p99_ms=entrant["median_p99_ms"])
     point["within_budget"] = point["p99_ms"] <= budget
@@ -168,9 +171,9 @@ def tune_repository(request: TuneRequest, log: Log = lambda _: None) -> TuneResu
             return m
 
         search = hill_climb(start, spaces, cores, measure, request.objective, request.budget, log)
-        search, confirmation = _confirm(runner, search, request, log)
+        search, confirmation, confirmed = _confirm(runner, search, request, log)
         generator = runner.generator
-    operating = _operating_point(search, confirmation, request)
+    operating = _operating_point(search, confirmed, request)
     settings = {
         "concurrency": request.measure.concurrency, "seconds": request.measure.seconds, "warmup": request.measure.warmup,
         "max_candidates": request.budget.max_candidates, "max_seconds": request.budget.max_seconds,

@@ -197,34 +197,50 @@ def at_best_load(measure_at: Callable[[int], Measured], start: int, objective: O
                  log: Callable[[str], None] = lambda _: None) -> Measured:
     """One setting at the load it serves most at within the p99 budget, as Model Analyzer sweeps each configuration's
     concurrency. From ``start``: doubling while the budget holds with ``p99_margin`` to spare and more load serves more
-    (by ``min_gain``); halving
-    (down to 1) until it holds when it does not at ``start``. Without a budget more load only adds latency: one
-    measurement at ``start``. The result is the chosen load's measurement (the first one when none keeps the
-    budget), carrying every load tried and the time all of them took."""
+    (by ``min_gain``); halving (down to 1) until it holds when it does not at ``start``. Where the load above the
+    chosen one broke the budget (a knee between them), one more load halfway between is tried (8 -> 16 broke: 12):
+    Model Analyzer's sweep only has powers of two. Without a budget more load only adds latency: one measurement at
+    ``start``. The result is the chosen load's measurement (the first one when none keeps the budget), carrying every
+    load tried and the time all of them took."""
     first = measure_at(start)
     if objective.p99_budget_ms is None:
         return replace(first, concurrency=first.concurrency or start)
     tried = {start: first}
-    chosen: Measured | None = first if objective.feasible(first) else None
+
+    def at(concurrency: int) -> Measured:
+        m = tried[concurrency] = measure_at(concurrency)
+        log(f"load {concurrency}: {m.items_per_s:.1f} items/s, p99 {m.p99_ms:.1f} ms")
+        return m
+
+    def gains(m: Measured, over: Measured) -> bool:
+        return m.items_per_s > over.items_per_s * (1.0 + objective.min_gain)
+
+    chosen: int | None = start if objective.feasible(first) else None
+    broke: int | None = None  # the lowest load above the chosen one that broke the budget (or its margin)
     if chosen is not None:
         concurrency = start * 2
         while concurrency <= max_concurrency:
-            m = tried[concurrency] = measure_at(concurrency)
-            log(f"load {concurrency}: {m.items_per_s:.1f} items/s, p99 {m.p99_ms:.1f} ms")
-            if not objective.keeps_margin(m) or m.items_per_s <= chosen.items_per_s * (1.0 + objective.min_gain):
+            m = at(concurrency)
+            if not objective.keeps_margin(m):
+                broke = concurrency if gains(m, tried[chosen]) else None  # serving no more: no knee to look for
                 break
-            chosen, concurrency = m, concurrency * 2
+            if not gains(m, tried[chosen]):
+                break
+            chosen, concurrency = concurrency, concurrency * 2
     else:
         concurrency = start // 2
         while concurrency >= 1 and chosen is None:
-            m = tried[concurrency] = measure_at(concurrency)
-            log(f"load {concurrency}: {m.items_per_s:.1f} items/s, p99 {m.p99_ms:.1f} ms")
-            chosen = m if objective.feasible(m) else None
+            broke = concurrency * 2
+            chosen = concurrency if objective.feasible(at(concurrency)) else None
             concurrency //= 2
-    result = chosen or first
-    concurrency_of = {id(m): c for c, m in tried.items()}
+    if chosen is not None and broke is not None and broke - chosen >= 2:
+        middle = chosen + (broke - chosen) // 2
+        m = at(middle)
+        if objective.keeps_margin(m) and gains(m, tried[chosen]):
+            chosen = middle
+    concurrency = start if chosen is None else chosen
     points = tuple(LoadPoint(c, m.items_per_s, m.p50_ms, m.p99_ms, m.errors) for c, m in sorted(tried.items()))
-    return replace(result, concurrency=concurrency_of[id(result)], load_points=points,
+    return replace(tried[concurrency], concurrency=concurrency, load_points=points,
                    seconds=sum(m.seconds for m in tried.values()))
 
 

@@ -39,13 +39,13 @@ def test_confirmation_runs_again_at_half_the_loads_when_no_finalist_keeps_the_bu
     runner = TableRunner({(START, 8): (100.0, 12.0), (BETTER, 8): (150.0, 11.0),
                           (START, 4): (80.0, 6.0), (BETTER, 4): (120.0, 7.0)})
     request = TuneRequest(Path("."), objective=Objective(p99_budget_ms=10), confirm_rounds=2)
-    search, confirmation = _confirm(runner, _search(8, 8), request, lambda _: None)  # type: ignore[arg-type]
+    search, confirmation, confirmed = _confirm(runner, _search(8, 8), request, lambda _: None)  # type: ignore[arg-type]
     assert confirmation is not None
     assert [c for _, c in runner.calls] == [8] * 4 + [4] * 4
     assert search.best.setting == BETTER and confirmation["ratio"] == 1.5
     entrant = next(e for e in confirmation["entrants"] if e["setting"].startswith("pre: 2 inst"))
     assert entrant["concurrency"] == 4 and entrant["kept_budget"] and entrant["median_p99_ms"] == 7.0
-    point = _operating_point(search, confirmation, request)
+    point = _operating_point(search, confirmed, request)
     assert point is not None and (point["concurrency"], point["items_per_s"], point["within_budget"]) == (4, 120.0, True)
     assert [p["concurrency"] for p in point["points"]] == [4, 8]  # the loads the search tried
 
@@ -53,9 +53,9 @@ def test_confirmation_runs_again_at_half_the_loads_when_no_finalist_keeps_the_bu
 def test_confirmation_keeps_each_finalist_at_its_own_load_when_one_keeps_the_budget() -> None:
     runner = TableRunner({(START, 4): (100.0, 5.0), (BETTER, 8): (150.0, 9.0)})
     request = TuneRequest(Path("."), objective=Objective(p99_budget_ms=10), confirm_rounds=3)
-    search, confirmation = _confirm(runner, _search(4, 8), request, lambda _: None)  # type: ignore[arg-type]
+    search, confirmation, confirmed = _confirm(runner, _search(4, 8), request, lambda _: None)  # type: ignore[arg-type]
     assert confirmation is not None and len(runner.calls) == 6 and set(runner.calls) == {(START, 4), (BETTER, 8)}
-    point = _operating_point(search, confirmation, request)
+    point = _operating_point(search, confirmed, request)
     assert point is not None and (point["concurrency"], point["p99_ms"], point["within_budget"]) == (8, 9.0, True)
 
 
@@ -64,8 +64,9 @@ def test_confirmation_halves_only_the_finalist_that_broke_the_budget() -> None:
     # the other finalist keeps it at 8. The start runs the rounds again at 8, where it keeps the budget and serves less.
     runner = TableRunner({(START, 16): (2400.0, 12.5), (BETTER, 8): (2000.0, 7.0), (START, 8): (1700.0, 6.0)})
     request = TuneRequest(Path("."), objective=Objective(p99_budget_ms=10), confirm_rounds=2)
-    search, confirmation = _confirm(runner, _search(16, 8), request, lambda _: None)  # type: ignore[arg-type]
+    search, confirmation, confirmed = _confirm(runner, _search(16, 8), request, lambda _: None)  # type: ignore[arg-type]
     assert confirmation is not None
+    assert confirmed[START]["concurrency"] == 8 and confirmed[BETTER]["concurrency"] == 8  # the start halved, by setting
     assert runner.calls.count((START, 16)) == 2 and runner.calls.count((START, 8)) == 2 and runner.calls.count((BETTER, 8)) == 4
     assert search.best.setting == BETTER
     start = next(e for e in confirmation["entrants"] if e["setting"].startswith("pre: 1 inst"))
@@ -78,6 +79,7 @@ def test_confirmation_never_keeps_a_start_that_broke_the_budget_for_lack_of_gain
     # not one that broke the budget.
     runner = TableRunner({(START, 16): (2010.0, 12.5), (BETTER, 8): (2020.0, 7.0)})
     request = TuneRequest(Path("."), objective=Objective(p99_budget_ms=10), confirm_rounds=1)
-    search, confirmation = _confirm(runner, _search(16, 8), request, lambda _: None)  # type: ignore[arg-type]
+    search, confirmation, confirmed = _confirm(runner, _search(16, 8), request, lambda _: None)  # type: ignore[arg-type]
     assert confirmation is not None and [c for s, c in runner.calls if s == START] == [16]
+    assert not confirmed[START]["kept_budget"] and confirmed[BETTER]["kept_budget"]
     assert search.best.setting == BETTER and not confirmation.get("kept_start")

@@ -147,26 +147,46 @@ def _ladder(rates: dict[int, tuple[float, float]]) -> tuple[list[int], Callable[
 
 
 def test_at_best_load_doubles_until_the_budget_breaks_and_keeps_the_last_load_within_it() -> None:
-    asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 8.0), 32: (240.0, 14.0)})  # 32 breaks 10 ms
+    rates = {4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 8.0), 32: (240.0, 14.0), 24: (236.0, 9.0)}  # 32 breaks 10 ms
+    asked, measure_at = _ladder(rates)
     m = at_best_load(measure_at, 4, Objective(p99_budget_ms=10))
-    assert asked == [4, 8, 16, 32] and [p.concurrency for p in m.load_points] == [4, 8, 16, 32]
-    assert (m.concurrency, m.items_per_s, m.p99_ms) == (16, 230.0, 8.0) and m.seconds == 6.0
+    # 24, halfway to the load that broke the budget, keeps it but not with the 15 % margin: 16 stays.
+    assert asked == [4, 8, 16, 32, 24] and [p.concurrency for p in m.load_points] == [4, 8, 16, 24, 32]
+    assert (m.concurrency, m.items_per_s, m.p99_ms) == (16, 230.0, 8.0) and m.seconds == 7.5
+
+
+def test_at_best_load_tries_halfway_to_the_load_that_broke_the_budget() -> None:
+    # Model Analyzer's sweep has 8 and 16 only; the knee is between them.
+    rates = {4: (120.0, 3.0), 8: (180.0, 5.0), 16: (260.0, 12.0), 12: (230.0, 7.5)}
+    asked, measure_at = _ladder(rates)
+    m = at_best_load(measure_at, 4, Objective(p99_budget_ms=10))
+    assert asked == [4, 8, 16, 12] and (m.concurrency, m.items_per_s, m.p99_ms) == (12, 230.0, 7.5)
+    # Halfway must gain too: 12 serving what 8 does is not taken.
+    asked, measure_at = _ladder({**rates, 12: (182.0, 7.0)})
+    assert at_best_load(measure_at, 4, Objective(p99_budget_ms=10)).concurrency == 8 and asked == [4, 8, 16, 12]
+    # A load above that serves no more is no knee: nothing halfway is tried.
+    asked, measure_at = _ladder({4: (120.0, 3.0), 8: (180.0, 5.0), 16: (181.0, 12.0)})
+    assert at_best_load(measure_at, 4, Objective(p99_budget_ms=10)).concurrency == 8 and asked == [4, 8, 16]
+    # Halving from a start that broke the budget also looks between the load that holds and the one that broke.
+    asked, measure_at = _ladder({8: (200.0, 13.0), 4: (150.0, 5.0), 6: (175.0, 8.0)})
+    m = at_best_load(measure_at, 8, Objective(p99_budget_ms=10))
+    assert asked == [8, 4, 6] and m.concurrency == 6 and [p.concurrency for p in m.load_points] == [4, 6, 8]
 
 
 def test_at_best_load_takes_no_load_at_the_budgets_edge() -> None:
     # 16 keeps the 10 ms budget by 0.5 ms: within p99's window-to-window noise, so it is not taken (15 % margin).
-    asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 9.5)})
+    asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 9.5), 12: (200.0, 8.8)})
     m = at_best_load(measure_at, 4, Objective(p99_budget_ms=10))
-    assert asked == [4, 8, 16] and (m.concurrency, m.items_per_s) == (8, 180.0)
+    assert asked == [4, 8, 16, 12] and (m.concurrency, m.items_per_s) == (8, 180.0)
     asked, measure_at = _ladder({4: (120.0, 4.0), 8: (180.0, 6.0), 16: (230.0, 9.5), 32: (231.0, 9.9)})
     assert at_best_load(measure_at, 4, Objective(p99_budget_ms=10, p99_margin=0.0)).concurrency == 16
 
 
 def test_at_best_load_halves_from_a_load_that_breaks_the_budget_until_one_keeps_it() -> None:
-    asked, measure_at = _ladder({8: (200.0, 13.0), 4: (150.0, 11.0), 2: (90.0, 5.0), 1: (50.0, 2.0)})
+    asked, measure_at = _ladder({8: (200.0, 13.0), 4: (150.0, 11.0), 2: (90.0, 5.0), 1: (50.0, 2.0), 3: (120.0, 9.0)})
     m = at_best_load(measure_at, 8, Objective(p99_budget_ms=10))
-    assert asked == [8, 4, 2] and (m.concurrency, m.items_per_s) == (2, 90.0)
-    assert [p.concurrency for p in m.load_points] == [2, 4, 8]
+    assert asked == [8, 4, 2, 3] and (m.concurrency, m.items_per_s) == (2, 90.0)  # 3 keeps 10 ms, not the margin
+    assert [p.concurrency for p in m.load_points] == [2, 3, 4, 8]
     asked, measure_at = _ladder({2: (90.0, 50.0), 1: (50.0, 40.0)})
     never = at_best_load(measure_at, 2, Objective(p99_budget_ms=10))
     assert asked == [2, 1] and not Objective(p99_budget_ms=10).feasible(never) and never.concurrency == 2  # the first, infeasible
