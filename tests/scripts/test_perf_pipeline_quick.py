@@ -45,6 +45,9 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     # The image floor (a Python step that decodes nothing) is measured beside both sides, and bounds the ratio.
     assert all(f["floor"]["items_per_s"] > 0 and f["floor"]["errors"] == 0 for f in results["image_preprocess"].values())
     assert results["details"]["image_preprocess_ratio_bound_by_size"]["500x375"] > 0
+    # So is the decoding floor (that plus the entropy decoding every JPEG decoder does), which bounds the large photos.
+    assert all(f["decode_floor"]["items_per_s"] > 0 and f["decode_floor"]["errors"] == 0 for f in results["image_preprocess"].values())
+    assert results["details"]["image_preprocess_decode_bound_by_size"]["4032x3024"] > 0
     ceiling = results["ceiling"]  # the target's ceiling holds no more images in flight than the served loop of 4
     assert ceiling["best_in_flight"]["streams"] * ceiling["best_in_flight"]["batch"] <= ceiling["in_flight_bound"] == 4
     assert figures["serving_efficiency_unbounded"]["status"] == "recorded" and figures["serving_efficiency_unbounded"]["value"] > 0
@@ -64,6 +67,7 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     section = markdown(results, make_plan(True, results["machine"]["cores"]))
     assert "### Text preprocessing profile" in section and "| 1 |" in section
     assert "floor items/s (bound)" in section and "decodes nothing" in section
+    assert "decoding floor items/s (bound)" in section and "only entropy-decodes each JPEG" in section
     assert "| `serving_efficiency` |" in section and "**unsettled**" in section and "Load generator:" in section
     # Under 3 minutes on 2 quiet cores (the ONNX text and DALI benchmarks included); a shared CI machine gets slack, a hang does not.
     assert time.perf_counter() - started < 540
