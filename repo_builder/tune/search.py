@@ -199,7 +199,7 @@ def at_best_load(measure_at: Callable[[int], Measured], start: int, objective: O
     concurrency. From ``start``: doubling while the budget holds with ``p99_margin`` to spare and more load serves more
     (by ``min_gain``); halving (down to 1) until it holds when it does not at ``start``. Where the load above the
     chosen one broke the budget (a knee between them), one more load halfway between is tried (8 -> 16 broke: 12):
-    Model Analyzer's sweep only has powers of two. Without a budget more load only adds latency: one measurement at
+    Model Analyzer's sweep also looks between powers of two. Without a budget more load only adds latency: one measurement at
     ``start``. The result is the chosen load's measurement (the first one when none keeps the budget), carrying every
     load tried and the time all of them took."""
     first = measure_at(start)

@@ -339,7 +339,9 @@ def measure(repository: Path, *, perf_analyzer: Path | None = None, ma_venv: Pat
         return {**result, "rounds": measured, "bench_seconds": seconds, "tune_vs_model_analyzer": comparison(
             tune_rates, ma_rates, min_rounds=2 if quick else 3, load=[r["loadavg"] for side in measured.values() for r in side],
             tune_p99_ms=p99s["tune"], p99_budget_ms=p99_ms, model_analyzer_items_per_s=ma_rates, tune_items_per_s=tune_rates, p99_ms=p99s,
-            p99_within_budget={side: all(v <= p99_ms for v in vs) for side, vs in p99s.items()},
+            # The verdict reads tune's median p99 over the rounds; this says whether every single round kept the budget too.
+            p99_within_budget_every_round={side: all(v <= p99_ms for v in vs) for side, vs in p99s.items()},
+            median_p99_ms={side: statistics.median(vs) for side, vs in p99s.items()},
             concurrency={"model_analyzer": best.concurrency, "tune": tuned["concurrency"]},
             median_items_per_s={"model_analyzer": statistics.median(ma_rates), "tune": statistics.median(tune_rates)})}
 

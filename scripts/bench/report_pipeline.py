@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import statistics
 from typing import Any
 
 MEANING = {
@@ -336,6 +337,22 @@ def _model_analyzer_why(results: dict[str, Any]) -> str:
     )
 
 
+def _model_analyzer_section(results: dict[str, Any]) -> list[str]:
+    """Both sides' best and how they held in the interleaved rounds, whatever the verdict."""
+    external = results.get("external", {}).get("model_analyzer")
+    result = external[0] if external else None
+    if not result or not result.get("rounds") or not (result.get("model_analyzer") or {}).get("best"):
+        return []
+    budget = result.get("p99_ms")
+    held = []
+    for side, rounds in result["rounds"].items():
+        p99s = [r["p99_ms"] for r in rounds]
+        over = sum(1 for v in p99s if budget is not None and v > budget)
+        held.append(f"{side.replace('_', ' ')}: median p99 {statistics.median(p99s):.1f} ms, {over} of {len(p99s)} rounds over the budget")
+    return ["### tune vs Model Analyzer", "", _model_analyzer_why(results).removeprefix("tune vs Model Analyzer: ")
+            + f" p99 budget {budget:g} ms; " + "; ".join(held) + ". The verdict reads each side's median over the rounds.", ""]
+
+
 def _why(results: dict[str, Any]) -> list[str]:
     figures = results["figures"]
     explain = {"text_preprocess_ratio": _text_why, "tuned_vs_default": _tuned_why, "serving_efficiency": _serving_why,
@@ -421,6 +438,7 @@ def markdown(results: dict[str, Any], plan: Any) -> str:
         "",
         *_tuned(results),
         "",
+        *_model_analyzer_section(results),
         "### Accuracy of the generated image step against torchvision's weights transforms (normalised units)",
         "",
         *_accuracy(results),

@@ -64,3 +64,18 @@ def test_best_within_keeps_the_ceiling_to_the_served_loads_images_in_flight() ->
     assert best_within(grid, 4)["items_per_s"] == 17.0
     assert best_within(grid, 1)["items_per_s"] == 12.0
     assert best_within(grid[:1], 4)["items_per_s"] == 20.0  # none small enough: the grid's best, not an empty answer
+
+
+def test_model_analyzer_section_counts_the_rounds_each_side_broke_the_budget_in() -> None:
+    from report_pipeline import _model_analyzer_section
+
+    rounds = {"model_analyzer": [{"items_per_s": 100.0, "p99_ms": 6.0}, {"items_per_s": 90.0, "p99_ms": 7.0}],
+              "tune": [{"items_per_s": 120.0, "p99_ms": 9.0}, {"items_per_s": 110.0, "p99_ms": 11.5}, {"items_per_s": 115.0, "p99_ms": 9.5}]}
+    best = {"variant": "txt_config_3", "instance_group": "2:CPU,1:CPU,1:CPU", "max_batch_size": "2,2,2", "concurrency": 8}
+    result = {"p99_ms": 10.0, "rounds": rounds, "model_analyzer": {"best": best}, "tune": {"concurrency": 12, "winner": {"knobs": {}}}}
+    results = {"external": {"model_analyzer": (result, "")}, "figures": {"tune_vs_model_analyzer": {"note": ""}}}
+    section = "\n".join(_model_analyzer_section(results))
+    assert section.startswith("### tune vs Model Analyzer") and "txt_config_3" in section and "at concurrency 12" in section
+    assert "model analyzer: median p99 6.5 ms, 0 of 2 rounds over the budget" in section
+    assert "tune: median p99 9.5 ms, 1 of 3 rounds over the budget" in section
+    assert _model_analyzer_section({"external": {"model_analyzer": (None, "not run")}}) == []

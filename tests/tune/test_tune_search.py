@@ -156,7 +156,7 @@ def test_at_best_load_doubles_until_the_budget_breaks_and_keeps_the_last_load_wi
 
 
 def test_at_best_load_tries_halfway_to_the_load_that_broke_the_budget() -> None:
-    # Model Analyzer's sweep has 8 and 16 only; the knee is between them.
+    # The knee is between 8 and 16: 16 gains but breaks the budget, 12 keeps it with the margin.
     rates = {4: (120.0, 3.0), 8: (180.0, 5.0), 16: (260.0, 12.0), 12: (230.0, 7.5)}
     asked, measure_at = _ladder(rates)
     m = at_best_load(measure_at, 4, Objective(p99_budget_ms=10))
