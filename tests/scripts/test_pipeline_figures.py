@@ -79,3 +79,22 @@ def test_model_analyzer_section_counts_the_rounds_each_side_broke_the_budget_in(
     assert "model analyzer: median p99 6.5 ms, 0 of 2 rounds over the budget" in section
     assert "tune: median p99 9.5 ms, 1 of 3 rounds over the budget" in section
     assert _model_analyzer_section({"external": {"model_analyzer": (None, "not run")}}) == []
+
+
+def _size(ours: float, baseline: float, decode_floor: float) -> dict:  # type: ignore[type-arg]
+    return {"ours": {"items_per_s": ours, "item_ms": 10.0}, "baseline": {"items_per_s": baseline, "item_ms": 20.0},
+            "floor": {"items_per_s": 700.0, "item_ms": 1.0}, "decode_floor": {"items_per_s": decode_floor, "item_ms": 8.0}}
+
+
+def test_large_photo_explanation_reads_the_decoding_floor_of_each_size() -> None:
+    from report_pipeline import _large_why
+
+    figures = {"image_preprocess_ratio_large": {"target": 5.0}}
+    sizes = {"500x375": _size(500.0, 250.0, 900.0), "1920x1080": _size(180.0, 40.0, 240.0), "4032x3024": _size(44.0, 7.0, 30.0)}
+    why = _large_why({"image_preprocess": sizes, "figures": figures})
+    assert "1920x1080: the decoding floor serves 240 items/s" in why and "6.00x the published example's 40.0, ours serves 75% of it" in why
+    assert "4032x3024: the decoding floor serves 30 items/s" in why and "4.29x the published example's 7.0, below 5x: the entropy decoding is the wall" in why
+    assert "500x375" not in why.split(" Draft mode")[0] and " Draft mode cuts the IDCT" in why
+    # Without the decoding floor measured, the fixed explanation stays.
+    del sizes["1920x1080"]["decode_floor"], sizes["4032x3024"]["decode_floor"]
+    assert _large_why({"image_preprocess": sizes, "figures": figures}).startswith("Large photos: draft mode")
