@@ -1,5 +1,3 @@
-import sys
+from repo_builder.cli.main import run
 
-from repo_builder.cli.main import main
-
-sys.exit(main())
+run()

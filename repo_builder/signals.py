@@ -10,10 +10,12 @@ that the cleanup it started is not cut short. Nested uses share that one handler
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import NoReturn
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 _fired = False  # a signal already raised KeyboardInterrupt: the cleanup it started is running
@@ -72,3 +74,26 @@ def signals_deferred() -> Iterator[None]:
             signal.signal(s, old)
         if pending:
             signal.raise_signal(pending[0])
+
+
+def exit_with(main: Callable[[], int]) -> NoReturn:
+    """Run ``main`` as the whole process (the console script, ``python -m``) and exit with its code.
+
+    The handlers stay in place from before ``main`` to the exit, so a signal that lands as ``main``
+    returns (after its own handling) exits 130, never Python's KeyboardInterrupt traceback or a death
+    by SIGINT; once the code is known, later signals are ignored: the command is over.
+    """
+    global _fired
+    _fired = False
+    for s in HANDLED:
+        signal.signal(s, _interrupt)
+    try:
+        code = main()
+        for s in HANDLED:
+            signal.signal(s, signal.SIG_IGN)
+    except KeyboardInterrupt:  # the first signal, raised past main's own handling; later ones are no-ops
+        for s in HANDLED:
+            signal.signal(s, signal.SIG_IGN)
+        sys.stderr.write("interrupted\n")
+        code = 130
+    sys.exit(code)

@@ -16,7 +16,7 @@ from repo_builder import __version__
 from repo_builder.environment import environment_failure, silence_stdout
 from repo_builder.errors import EXIT_INTERNAL, EXIT_TOOL, RepoBuilderError
 from repo_builder.redact import redact
-from repo_builder.signals import interrupt_on_termination
+from repo_builder.signals import exit_with, interrupt_on_termination
 from repo_builder.validate.reporters.formatting import clean
 
 # command name -> module under repo_builder.cli defining a click command called ``command``
@@ -158,5 +158,11 @@ def _internal(exc: BaseException, args: list[str]) -> int:
     return EXIT_INTERNAL
 
 
+def run() -> None:
+    """The process entry (console script, ``python -m repo_builder``): ``main()`` with the signal
+    handlers held until the exit (``signals.exit_with``); tests and library callers call ``main()``."""
+    exit_with(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import types
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -62,3 +64,33 @@ def test_interrupt_on_termination_keeps_outer_handler_when_nested() -> None:
             signal.sigtimedwait([], 0.1)
         os.kill(os.getpid(), signal.SIGTERM)  # already stopping: the cleanup is not cut short
         signal.sigtimedwait([], 0.1)
+
+
+LATE_SIGNAL = """
+import os, signal
+from repo_builder.signals import exit_with
+
+def main() -> int:
+    os.kill(os.getpid(), signal.{sig})  # lands as main returns, after any handling of its own
+    return 0
+
+exit_with(main)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_process_exits_130_without_traceback_when_signal_lands_as_main_returns(sig: str) -> None:
+    # Python's own ending for a late SIGINT is a KeyboardInterrupt traceback and death by signal (-2).
+    done = subprocess.run(
+        [sys.executable, "-c", LATE_SIGNAL.format(sig=sig)], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stderr) == (130, "interrupted\n")
+
+
+def test_console_script_and_module_enter_through_exit_with() -> None:
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    assert 'repo-builder = "repo_builder.cli.main:run"' in pyproject
+    done = subprocess.run(
+        [sys.executable, "-m", "repo_builder", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr
