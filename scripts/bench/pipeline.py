@@ -88,7 +88,7 @@ class Plan:
 
 def make_plan(quick: bool, cores: int) -> Plan:
     if quick:
-        return Plan(1.5, 0.5, 1, tuple(SIZES), 2, (1, 4, 16), ((1, cores, 4),), 1, tune_seconds=15.0, quick=True)
+        return Plan(0.8, 0.3, 1, tuple(SIZES), 2, (1, 4, 16), ((1, cores, 4),), 1, tune_seconds=15.0, quick=True)
     # Batch 2 and four streams: the configurations with at most 4 images in flight, the served load's own bound.
     grid = tuple((s, t, b) for s in (1, 2) for t in sorted({1, cores}) for b in (1, 2, 4, 8)) + tuple((4, t, 1) for t in sorted({1, cores}))
     return Plan(8.0, 2.0, 3, tuple(SIZES), 8, (1, 4, 16), grid, 4)
@@ -659,9 +659,10 @@ def main(argv: list[str] | None = None) -> int:
         load: dict[str, dict[str, Any]] = {}  # per phase: the machine's load before and after (other jobs come and go)
 
         def phase(key: str, work: Callable[[], Any]) -> Any:
-            before = machine_load()
+            before, began = machine_load(), time.perf_counter()
             value = work()
-            load[key] = {"before": before["loadavg"], "after": machine_load()["loadavg"], "cores": before["cores"]}
+            load[key] = {"before": before["loadavg"], "after": machine_load()["loadavg"], "cores": before["cores"],
+                         "seconds": round(time.perf_counter() - began, 1)}
             return value
 
         with start_server(repo, mode="explicit", startup_timeout=120.0) as server:

@@ -217,7 +217,7 @@ def measure(quick: bool, rounds: int, generator: LoadGenerator | None = None) ->
     """Build (a), (b), (c) in a temporary folder and measure them in ``rounds`` interleaved rounds, through
     ``generator`` (default: perf_analyzer when it runs here, else the Python client)."""
     generator = generator or choose("auto")
-    seconds, warmup = (1.5, 0.5) if quick else (6.0, 1.5)
+    seconds, warmup = (0.8, 0.3) if quick else (6.0, 1.5)
     started, load_before = time.perf_counter(), os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-text-preprocess-") as scratch:
         log("building the tiny BERT text classifier with --preprocess onnx and python")
