@@ -169,8 +169,13 @@ def postprocess_context(name: str, model_name: str, logits: TensorSpec, top_k: i
     }
 
 
+# torch's antialiased uint8 resizes that reproduce Pillow's (torchvision's tensor transforms rely on it).
+TORCH_RESIZES = ("bilinear", "bicubic")
+
+
 def image_preprocess_context(
-    name: str, model_name: str, model_input: TensorSpec, preprocess: Mapping[str, Any], *, draft_margin: int, origin: str
+    name: str, model_name: str, model_input: TensorSpec, preprocess: Mapping[str, Any], *, draft_margin: int, origin: str,
+    resize_with: str = "pillow",
 ) -> dict[str, Any]:
     """From signature metadata ``preprocess``: resize (shorter side), crop, mean, std, interpolation, layout."""
     try:
@@ -191,6 +196,9 @@ def image_preprocess_context(
         raise UserError(f"{origin}: preprocess crop must be [h, w] and mean/std three non-zero values")
     if resize < max(crop_hw):
         raise UserError(f"{origin}: resize {resize} is smaller than the crop {crop_hw}")
+    if resize_with == "torch" and interpolation not in TORCH_RESIZES:
+        raise UserError(f"{origin}: --resize-with torch matches Pillow's {' and '.join(TORCH_RESIZES)} resizes only, this model's is "
+                        f"{interpolation}: use --resize-with pillow")
     return {
         "name": name,
         "model_name": model_name,
@@ -204,6 +212,7 @@ def image_preprocess_context(
         "interpolation": interpolation,
         "layout": layout,
         "draft_margin": draft_margin,
+        "resize_with": resize_with,
     }
 
 

@@ -48,8 +48,10 @@ def test_torchvision_preprocess_is_the_weights_own_transforms_when_exported(tmp_
 @pytest.fixture(scope="module")
 def efficientnet_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("efficientnet-repo")
+    # Resized with torch (--resize-with): served here, the bicubic twin of torchvision's PIL resize; the resnet50
+    # end-to-end tests serve the default Pillow step.
     argv = ["build", "image-classifier", "--model", "torchvision:efficientnet_b0", "--weights", "random", "--runtime", "python",
-            "--out", str(repo), "--top-k", str(TOP_K), "--name", "effnet", "--format", "json", "-q"]
+            "--out", str(repo), "--top-k", str(TOP_K), "--name", "effnet", "--resize-with", "torch", "--format", "json", "-q"]
     assert main(argv) == 0
     return repo
 
@@ -64,7 +66,7 @@ def efficientnet_server(efficientnet_repo: Path) -> Iterator[Any]:
 
 
 @pytest.mark.triton
-def test_efficientnet_ensemble_matches_pytorch_when_built_from_torchvision_name(efficientnet_server: Any) -> None:
+def test_efficientnet_ensemble_matches_pytorch_when_built_from_torchvision_name(efficientnet_server: Any, efficientnet_repo: Path) -> None:
     import torch
     from PIL import Image
     from torchvision.models import get_model_weights
@@ -75,6 +77,7 @@ def test_efficientnet_ensemble_matches_pytorch_when_built_from_torchvision_name(
     model, _ = load_classifier(ModelChoice("efficientnet_b0", "random"))  # the same seeded weights
     weights = get_model_weights("efficientnet_b0").DEFAULT
     transforms, labels = weights.transforms(), weights.meta["categories"]
+    assert "RESIZE_WITH = 'torch'" in (efficientnet_repo / "effnet_preprocess" / "1" / "model.py").read_text()
     images = [make_image(320, 240, 0), make_image(500, 375, 1)]
     outputs = infer_model(connect(efficientnet_server.grpc_url), "effnet", {"IMAGE": np.array([[b] for b in images], dtype=np.object_)})
     for row, data in enumerate(images):

@@ -82,6 +82,16 @@ def test_build_refuses_preprocess_dali_with_nvcf_assets_in_one_line(tmp_path: Pa
     assert not out.exists() or not any(out.iterdir())
 
 
+def test_build_refuses_resize_with_torch_for_a_dali_step_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "repo"
+    argv = ["build", "image-classifier", "--model", "torchvision:mobilenet_v3_small", "--weights", "random", "--runtime", "onnxruntime",
+            "--preprocess", "dali", "--resize-with", "torch", "--out", str(out), "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--resize-with torch is for the Python step; --preprocess dali resizes on the GPU" in err and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_build_refuses_preprocess_dali_on_no_gpu_target_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "repo"
     argv = ["build", "image-classifier", "--model", "torchvision:mobilenet_v3_small", "--weights", "random", "--runtime", "onnxruntime",

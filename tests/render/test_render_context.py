@@ -124,6 +124,19 @@ def test_image_preprocess_follows_model_dtype_when_model_is_fp16() -> None:
     assert "OUTPUT_DTYPE = np.dtype('float16')" in pre.files["model.py"].decode()
 
 
+def test_image_preprocess_resizes_with_torch_only_when_asked_and_the_filter_has_a_torch_twin() -> None:
+    sig = image_signature(num_classes=10)
+    render = render_image_pipeline(make_environment(), source_for(sig, "python"), sig, ["x"] * 10, PipelineSettings("r", "python"),
+                                   versions_for("r"), resize_with="torch")
+    source = render[0].files["model.py"].decode()
+    assert "RESIZE_WITH = 'torch'" in source and "torch.nn.functional.interpolate(" in source
+    default = render_image_pipeline(make_environment(), source_for(sig, "python"), sig, ["x"] * 10, PipelineSettings("r", "python"), versions_for("r"))
+    assert "import torch" not in default[0].files["model.py"].decode()  # Pillow only: no torch needed on the server
+    lanczos = {**sig.metadata["preprocess"], "interpolation": "lanczos"}
+    with pytest.raises(UserError, match="--resize-with torch matches Pillow's bilinear and bicubic resizes only.*lanczos"):
+        ctx.image_preprocess_context("p", "m", sig.inputs[0], lanczos, draft_margin=2, origin="signature.json", resize_with="torch")
+
+
 def test_text_preprocess_emits_model_inputs_when_model_takes_int32_without_token_types(tmp_path: Path) -> None:
     sig = text_signature(int_dtype="int32", token_type_ids=False)
     (tmp_path / "tokenizer.json").write_text("{}")

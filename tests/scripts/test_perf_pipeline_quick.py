@@ -48,6 +48,9 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     # So is the decoding floor (that plus the entropy decoding every JPEG decoder does), which bounds the large photos.
     assert all(f["decode_floor"]["items_per_s"] > 0 and f["decode_floor"]["errors"] == 0 for f in results["image_preprocess"].values())
     assert results["details"]["image_preprocess_decode_bound_by_size"]["4032x3024"] > 0
+    # Ours resizes with torch (--resize-with torch); the default Pillow step is measured beside it.
+    assert all(f["ours_pillow"]["items_per_s"] > 0 and f["ours_pillow"]["errors"] == 0 for f in results["image_preprocess"].values())
+    assert results["details"]["image_preprocess_pillow_ratio_by_size"]["500x375"] > 0
     ceiling = results["ceiling"]  # the target's ceiling holds no more images in flight than the served loop of 4
     assert ceiling["best_in_flight"]["streams"] * ceiling["best_in_flight"]["batch"] <= ceiling["in_flight_bound"] == 4
     assert figures["serving_efficiency_unbounded"]["status"] == "recorded" and figures["serving_efficiency_unbounded"]["value"] > 0

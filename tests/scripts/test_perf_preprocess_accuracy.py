@@ -1,4 +1,5 @@
-"""The generated image step (draft decoding, crop-box resize, uint8 layout first) against torchvision's transforms."""
+"""The generated image step (draft decoding, crop-box resize, uint8 layout first) against torchvision's transforms,
+with either resizer (``--resize-with pillow``, the default, or ``torch``)."""
 
 from __future__ import annotations
 
@@ -19,24 +20,49 @@ def transforms():
     return ResNet50_Weights.IMAGENET1K_V2.transforms()
 
 
+RESIZERS = ("pillow", "torch")
+
+
 @pytest.mark.slow
-def test_image_preprocess_matches_torchvision_when_photos_of_every_size(tmp_path: Path, transforms) -> None:
+@pytest.mark.parametrize("resize_with", RESIZERS)
+def test_image_preprocess_matches_torchvision_when_photos_of_every_size(tmp_path: Path, transforms, resize_with: str) -> None:
     from accuracy import image_accuracy
 
-    figures = image_accuracy(write_image_preprocess(tmp_path), transforms, count=3)
+    figures = image_accuracy(write_image_preprocess(tmp_path, resize_with=resize_with), transforms, count=3)
     assert set(figures) == {"500x375", "1920x1080", "4032x3024"}
     for size, figure in figures.items():
         assert figure["mean_abs"] <= MEAN_LIMIT, (size, figure)
         assert figure["max_abs"] <= MAX_LIMIT, (size, figure)
 
 
-def test_image_preprocess_equals_full_resize_then_crop_when_no_draft(tmp_path: Path, transforms) -> None:
-    """Resizing only the crop's region gives torchvision's pixels, not an approximation of them."""
+@pytest.mark.parametrize("resize_with", RESIZERS)
+def test_image_preprocess_equals_full_resize_then_crop_when_no_draft(tmp_path: Path, transforms, resize_with: str) -> None:
+    """Resizing only the crop's region (Pillow), or the whole image with torch's uint8 kernel, gives torchvision's
+    pixels, not an approximation of them."""
     from accuracy import image_accuracy
 
-    figures = image_accuracy(write_image_preprocess(tmp_path, draft_margin=0), transforms, count=2, sizes=("500x375",))
+    figures = image_accuracy(write_image_preprocess(tmp_path, draft_margin=0, resize_with=resize_with), transforms, count=2, sizes=("500x375",))
     # One gray level is 1 / (255 * 0.225) = 0.017 normalised units: at most PIL's fixed-point rounding apart.
     assert figures["500x375"]["max_abs"] <= 0.02, figures
+
+
+def test_torch_resize_matches_torchvision_when_the_weights_resize_bicubic(tmp_path: Path) -> None:
+    from accuracy import image_accuracy
+    from torchvision.models import EfficientNet_B0_Weights
+
+    weights = EfficientNet_B0_Weights.DEFAULT.transforms()  # resize 256 bicubic, crop 224
+    preprocess = {"resize": 256, "crop": 224, "mean": list(weights.mean), "std": list(weights.std), "interpolation": "bicubic"}
+    step = write_image_preprocess(tmp_path, draft_margin=0, resize_with="torch", preprocess=preprocess)
+    figures = image_accuracy(step, weights, count=2, sizes=("500x375",))
+    assert figures["500x375"]["max_abs"] <= 0.02, figures
+
+
+def test_torch_resize_step_names_the_fix_when_torch_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from accuracy import load_step
+
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)  # as in a server environment without torch
+    with pytest.raises(ImportError, match=r"built with --resize-with torch.*pip install torch.*--resize-with pillow"):
+        load_step(write_image_preprocess(tmp_path, resize_with="torch"), "torchless_step")
 
 
 def test_image_preprocess_fails_only_its_request_when_bytes_are_not_an_image(tmp_path: Path) -> None:

@@ -98,3 +98,21 @@ def test_large_photo_explanation_reads_the_decoding_floor_of_each_size() -> None
     # Without the decoding floor measured, the fixed explanation stays.
     del sizes["1920x1080"]["decode_floor"], sizes["4032x3024"]["decode_floor"]
     assert _large_why({"image_preprocess": sizes, "figures": figures}).startswith("Large photos: draft mode")
+
+
+def test_image_explanations_show_the_default_pillow_step_beside_ours_when_measured() -> None:
+    from report_pipeline import _decoded, _large_why, _preprocessing
+
+    sizes = {"500x375": _size(500.0, 250.0, 900.0), "1920x1080": _size(180.0, 40.0, 240.0)}
+    sizes["500x375"]["ours_pillow"] = {"items_per_s": 450.0, "item_ms": 11.0}
+    sizes["1920x1080"]["ours_pillow"] = {"items_per_s": 160.0, "item_ms": 11.0}
+    assert "The default step, which resizes with Pillow" in _decoded(sizes["500x375"]) and "1.80x the example" in _decoded(sizes["500x375"])
+    why = _large_why({"image_preprocess": sizes, "figures": {"image_preprocess_ratio_large": {"target": 5.0}}})
+    assert "ours 180.0 (10.00 ms), the default Pillow step 4.00x" in why
+    text = {"ours": {"items_per_s": 1.0, "item_ms": 1.0}, "baseline": {"items_per_s": 1.0, "item_ms": 1.0}, "ratio": 1.0, "compute_ratio": 1.0}
+    for f in sizes.values():
+        f.update(ratio=1.0, compute_ratio=1.0)
+    table = "\n".join(_preprocessing({"image_preprocess": sizes, "text_preprocess": text}))
+    assert "| 450 (1.80x) |" in table and "| 160 (4.00x) |" in table
+    del sizes["500x375"]["ours_pillow"]  # an older result file: no Pillow column, no sentence
+    assert "Pillow" not in _decoded(sizes["500x375"])

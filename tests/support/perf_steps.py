@@ -19,10 +19,12 @@ from repo_builder.spec import Signature, TensorSpec  # noqa: E402
 RESNET50_PREPROCESS = {"resize": 232, "crop": 224, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "interpolation": "bilinear"}
 
 
-def write_image_preprocess(folder: Path, draft_margin: int = 2) -> Path:
+def write_image_preprocess(folder: Path, draft_margin: int = 2, resize_with: str = "pillow",
+                           preprocess: dict[str, Any] | None = None) -> Path:
     model_input = TensorSpec("pixel_values", "float32", ("batch", 3, 224, 224))
-    context = ctx.image_preprocess_context("m_preprocess", "m_model", model_input, RESNET50_PREPROCESS, draft_margin=draft_margin, origin="test")
-    path = folder / "image_preprocess.py"
+    context = ctx.image_preprocess_context("m_preprocess", "m_model", model_input, preprocess or RESNET50_PREPROCESS,
+                                           draft_margin=draft_margin, origin="test", resize_with=resize_with)
+    path = folder / f"image_preprocess_{resize_with}.py"
     path.write_text(render_source(make_environment(), "model/image_preprocess.py.j2", context))
     return path
 
