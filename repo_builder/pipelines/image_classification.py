@@ -179,11 +179,13 @@ def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
 
 def prepare_resnet50(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
     """``build resnet50``: the alias of ``image-classifier --model torchvision:resnet50`` (imagenet = default)."""
+    resizer(params, dali=params.get("preprocess") == "dali")  # a contradiction is refused before the export
     weights = str(params.get("weights") or "imagenet")
     return _classifier_job(resnet50_choice(weights), options, phases, record={"model": "resnet50", "weights": weights})
 
 
 def prepare_image_classifier(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
+    resizer(params, dali=params.get("preprocess") == "dali")  # a contradiction is refused before the export
     model = params.get("model")
     if not model:
         raise UserError("build image-classifier needs --model torchvision:NAME (e.g. torchvision:efficientnet_b0) or --model PATH.pt, or --from-export DIR")
