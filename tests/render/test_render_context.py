@@ -133,7 +133,7 @@ def test_image_preprocess_resizes_with_torch_only_when_asked_and_the_filter_has_
     default = render_image_pipeline(make_environment(), source_for(sig, "python"), sig, ["x"] * 10, PipelineSettings("r", "python"), versions_for("r"))
     assert "import torch" not in default[0].files["model.py"].decode()  # Pillow only: no torch needed on the server
     lanczos = {**sig.metadata["preprocess"], "interpolation": "lanczos"}
-    with pytest.raises(UserError, match="--resize-with torch matches Pillow's bilinear and bicubic resizes only.*lanczos"):
+    with pytest.raises(UserError, match=r"--resize-with torch matches Pillow's bilinear and bicubic resizes only.*lanczos"):
         ctx.image_preprocess_context("p", "m", sig.inputs[0], lanczos, draft_margin=2, origin="signature.json", resize_with="torch")
 
 
