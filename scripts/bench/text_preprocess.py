@@ -103,8 +103,10 @@ def summary(values: Sequence[float], target: float | None = None) -> dict[str, A
     """Per-round values, their median and spread, judged by rounds.py (the one rule for every figure: ``met``
     only when the whole spread is at or above the target, ``settled`` when it is wholly on one side)."""
     judged = figure(values, target)
+    # Rounded once, from the raw values: the figure's spread is already rounded to 4 places, and rounding that
+    # again to 3 could land on the other side of the median (1.00051: median 1.001, spread 1.0005 -> 1.0).
     out: dict[str, Any] = {"rounds": [round(v, 3) for v in values], "median": round(judged["value"], 3),
-                           "spread": [round(v, 3) for v in judged["spread"]]}
+                           "spread": [round(min(values), 3), round(max(values), 3)]}
     if target is not None:
         out.update(target=target, status=judged["status"], met=judged["status"] == MET,
                    settled=judged["status"] in (MET, MISSED))

@@ -64,3 +64,12 @@ def test_ratios_pair_rounds_and_refuse_unequal_series() -> None:
 def test_machine_load_reports_three_averages_and_at_least_one_core() -> None:
     load = machine_load()
     assert len(load["loadavg"]) == 3 and load["cores"] >= 1
+
+
+def test_text_summary_median_lies_within_its_spread_when_one_round_sits_on_a_rounding_edge() -> None:
+    from text_preprocess import summary
+
+    # 1.00051 once read: median 1.001, spread [1.0, 1.0] (the figure's 4-place spread rounded again).
+    for value in (1 + i / 100_000 for i in range(3000)):
+        s = summary([value], target=1.0)
+        assert s["spread"][0] <= s["median"] <= s["spread"][1], (value, s)
