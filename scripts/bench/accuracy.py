@@ -54,17 +54,31 @@ def reference_output(transforms: Any, images: list[bytes]) -> np.ndarray:
     return np.stack([transforms(Image.open(io.BytesIO(data)).convert("RGB")).numpy() for data in images])
 
 
-def image_accuracy(model_py: Path, transforms: Any, count: int = 4, sizes: tuple[str, ...] = tuple(SIZES)) -> dict[str, dict[str, float]]:
-    """size -> {mean_abs, max_abs} in normalised units, the step vs torchvision on the same JPEGs."""
+def image_accuracy(model_py: Path, transforms: Any, count: int = 4, sizes: tuple[str, ...] = tuple(SIZES),
+                   smaller_draft: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
+    """size -> {mean_abs, max_abs} in normalised units, the step vs torchvision on the same JPEGs.
+
+    For the sizes in ``smaller_draft`` also {smaller_draft_mean_abs, smaller_draft_max_abs}: the same step with
+    its DRAFT_MARGIN at 1, so JPEG draft decodes at the smallest scale that does not upscale (one scale below
+    the default margin of 2): what decoding any less costs in accuracy."""
     module = load_step(model_py)
     model = module.TritonPythonModel()
     model.initialize({})
+    margin = module.DRAFT_MARGIN
     try:
         figures = {}
         for size in sizes:
             images = photos(size, count, seed=7)
-            diff = np.abs(step_output(model, module, images) - reference_output(transforms, images))
+            reference = reference_output(transforms, images)
+            diff = np.abs(step_output(model, module, images) - reference)
             figures[size] = {"mean_abs": float(diff.mean()), "max_abs": float(diff.max())}
+            if size in smaller_draft:
+                module.DRAFT_MARGIN = 1  # the step reads its module's constant per image
+                try:
+                    diff = np.abs(step_output(model, module, images) - reference)
+                finally:
+                    module.DRAFT_MARGIN = margin
+                figures[size] |= {"smaller_draft_mean_abs": float(diff.mean()), "smaller_draft_max_abs": float(diff.max())}
         return figures
     finally:
         model.finalize()

@@ -48,6 +48,13 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     # So is the decoding floor (that plus the entropy decoding every JPEG decoder does), which bounds the large photos.
     assert all(f["decode_floor"]["items_per_s"] > 0 and f["decode_floor"]["errors"] == 0 for f in results["image_preprocess"].values())
     assert results["details"]["image_preprocess_decode_bound_by_size"]["1920x1080"] > 0
+    # And the draft decoding floor (decoding at the scale ours does, the least the accuracy limits allow).
+    assert all(f["draft_floor"]["items_per_s"] > 0 and f["draft_floor"]["errors"] == 0 for f in results["image_preprocess"].values())
+    assert results["details"]["image_preprocess_draft_bound_by_size"]["1920x1080"] > 0
+    # One draft scale less, measured on the large photos only, costs accuracy: the override took effect.
+    accuracy = results["accuracy"]
+    assert "smaller_draft_max_abs" not in accuracy["500x375"]
+    assert all(accuracy[size]["smaller_draft_max_abs"] > accuracy[size]["max_abs"] for size in ("1920x1080", "4032x3024"))
     # Ours resizes with torch (--resize-with torch); the default Pillow step is measured beside it.
     assert all(f["ours_pillow"]["items_per_s"] > 0 and f["ours_pillow"]["errors"] == 0 for f in results["image_preprocess"].values())
     assert results["details"]["image_preprocess_pillow_ratio_by_size"]["500x375"] > 0
@@ -71,6 +78,7 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     assert "### Text preprocessing profile" in section and "| 1 |" in section
     assert "floor items/s (bound)" in section and "decodes nothing" in section
     assert "decoding floor items/s (bound)" in section and "only entropy-decodes each JPEG" in section
+    assert "draft decoding floor items/s (bound)" in section and "one draft scale less: max" in section
     assert "| `serving_efficiency` |" in section and "**unsettled**" in section and "Load generator:" in section
     # Under 3 minutes on 2 quiet cores (the ONNX text and DALI benchmarks included); a shared CI machine gets slack, a hang does not.
     assert time.perf_counter() - started < 540

@@ -57,6 +57,46 @@ def test_torch_resize_matches_torchvision_when_the_weights_resize_bicubic(tmp_pa
     assert figures["500x375"]["max_abs"] <= 0.02, figures
 
 
+def test_torch_step_decodes_full_scale_jpegs_with_torchvision_to_the_same_pixels_when_available(tmp_path: Path) -> None:
+    """A colour JPEG decoded at full scale goes through torchvision's decoder (no Pillow copies), with Pillow's exact
+    pixels; drafted, grey, PNG and broken images stay with Pillow, and without torchvision everything does."""
+    import io
+
+    from accuracy import load_step
+    from photos import photo
+    from PIL import Image
+
+    module = load_step(write_image_preprocess(tmp_path, resize_with="torch"), "torchvision_decode_step")
+    model = module.TritonPythonModel()
+    model.initialize({})
+
+    def decoded_by_torchvision(data: bytes) -> bool:
+        image = Image.open(io.BytesIO(data))
+        size = image.size
+        image.draft("RGB", tuple(side * module.DRAFT_MARGIN for side in module.resized_size(*size)))
+        return model.full_scale_jpeg(image, data, size) is not None
+
+    small, large = photo(500, 375, seed=2), photo(1920, 1080, seed=2)
+    grey, png = io.BytesIO(), io.BytesIO()
+    Image.open(io.BytesIO(small)).convert("L").save(grey, format="JPEG")
+    Image.open(io.BytesIO(small)).save(png, format="PNG")
+    assert decoded_by_torchvision(small)
+    assert not decoded_by_torchvision(large)  # draft decodes it at 1/2 scale: Pillow's
+    assert not decoded_by_torchvision(grey.getvalue()) and not decoded_by_torchvision(png.getvalue())
+    assert not decoded_by_torchvision(small[: len(small) // 2])  # truncated: Pillow names the error
+
+    rows = np.zeros((2, 3, 224, 224), dtype=np.float32)
+    model.fill(rows, 0, small)
+    decode_jpeg, module.decode_jpeg = module.decode_jpeg, None  # as where torchvision is missing
+    try:
+        assert not decoded_by_torchvision(small)
+        model.fill(rows, 1, small)
+    finally:
+        module.decode_jpeg = decode_jpeg
+    assert np.array_equal(rows[0], rows[1])  # the same libjpeg-turbo pixels either way
+    model.finalize()
+
+
 def test_torch_resize_step_names_the_fix_when_torch_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from accuracy import load_step
 
