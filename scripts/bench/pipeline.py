@@ -217,7 +217,7 @@ def with_models(server: Any, names: Sequence[str], work: Callable[[], Any]) -> A
 def image_phase(server: Any, plan: Plan) -> dict[str, Any]:
     """Ours (resized with torch) vs the published example per size, our default Pillow step, the floor any Python image
     step pays (no decoding), the floor any JPEG-decoding step pays (that plus the entropy decoding) and the floor of a
-    step decoding at the scale ours does (the least the accuracy limits allow), in the same rounds."""
+    step decoding at the scale ours does (draft floor), in the same rounds."""
     models = {"ours": f"{IMAGE}_preprocess", "baseline": "example_image_preprocess", "ours_pillow": f"{PILLOW}_preprocess",
               "floor": "python_image_floor", "decode_floor": "python_image_decode_floor", "draft_floor": "python_image_draft_floor"}
 
@@ -622,8 +622,8 @@ def details_from(results: dict[str, Any]) -> dict[str, Any]:
         # The same with the entropy decoding every JPEG decoder does: the ratio no JPEG-decoding Python step can pass.
         "image_preprocess_decode_bound_by_size": {size: round(image_bound(f, "decode_floor"), 3)
                                                   for size, f in results["image_preprocess"].items() if "decode_floor" in f},
-        # The same decoding at the scale ours decodes (the least the accuracy limits allow): the ratio no Python JPEG
-        # step within those limits can pass.
+        # The same decoding at the scale ours decodes: where one scale less breaks the accuracy limits (the accuracy
+        # phase's smaller_draft figures), the ratio no Python JPEG step within those limits can pass.
         "image_preprocess_draft_bound_by_size": {size: round(image_bound(f, "draft_floor"), 3)
                                                  for size, f in results["image_preprocess"].items() if "draft_floor" in f},
         # The default step (--resize-with pillow) against the same example: what a build without the option serves.

@@ -48,7 +48,7 @@ def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> No
     # So is the decoding floor (that plus the entropy decoding every JPEG decoder does), which bounds the large photos.
     assert all(f["decode_floor"]["items_per_s"] > 0 and f["decode_floor"]["errors"] == 0 for f in results["image_preprocess"].values())
     assert results["details"]["image_preprocess_decode_bound_by_size"]["1920x1080"] > 0
-    # And the draft decoding floor (decoding at the scale ours does, the least the accuracy limits allow).
+    # And the draft decoding floor (decoding at the scale ours does).
     assert all(f["draft_floor"]["items_per_s"] > 0 and f["draft_floor"]["errors"] == 0 for f in results["image_preprocess"].values())
     assert results["details"]["image_preprocess_draft_bound_by_size"]["1920x1080"] > 0
     # One draft scale less, measured on the large photos only, costs accuracy: the override took effect.

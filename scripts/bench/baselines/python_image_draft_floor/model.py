@@ -1,9 +1,9 @@
-"""The floor of a Python JPEG step that meets the accuracy limits: decoding at the scale the generated step
-decodes at, then ready pixels (see ../README.md).
+"""The floor of a Python JPEG step decoding at the scale the generated step does, then ready pixels
+(see ../README.md).
 
 Each JPEG is decoded as the generated step decodes it: JPEG draft mode keeps at least DRAFT_MARGIN times the
-resize target's pixels (full scale for a 500x375 source, 1/2 for 1920x1080, 1/4 for 4032x3024); the next
-smaller scale breaks the accuracy limits (the benchmark measures it). Then no resize, crop or normalizing:
+resize target's pixels (full scale for a 500x375 source, 1/2 for 1920x1080, 1/4 for 4032x3024); at
+1920x1080 the next smaller scale breaks the accuracy limits (the benchmark measures it per size). Then no resize, crop or normalizing:
 the answer is ready pixels. A batch's images are decoded on every core, as the generated step does."""
 
 import io
