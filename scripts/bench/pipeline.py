@@ -133,6 +133,10 @@ def set_parameter(config: Path, key: str, value: str) -> None:
     config.write_text(text[:start] + json.dumps(value) + " " + text[end:])
 
 
+# Baselines whose model.py is another's, told apart by a config parameter.
+MODEL_PY_FROM = {"python_image_draft_floor": "python_image_decode_floor"}
+
+
 def prepare_repository(work: Path) -> Path:
     """Exports once, builds three pipelines from the exports, copies the baselines in; returns the repository."""
     repo = work / "repository"
@@ -155,7 +159,7 @@ def prepare_repository(work: Path) -> Path:
         target = repo / name
         (target / "1").mkdir(parents=True)
         shutil.copy(HERE / "baselines" / name / "config.pbtxt", target / "config.pbtxt")
-        shutil.copy(HERE / "baselines" / name / "model.py", target / "1" / "model.py")
+        shutil.copy(HERE / "baselines" / MODEL_PY_FROM.get(name, name) / "model.py", target / "1" / "model.py")
     shutil.copytree(repo / f"{TEXT}_preprocess" / "1" / "tokenizer", repo / "example_text_preprocess" / "1" / "tokenizer")
     return repo
 

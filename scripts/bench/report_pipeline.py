@@ -233,24 +233,24 @@ def _image_why(results: dict[str, Any]) -> str:
 
 
 def _decoded(size: dict[str, Any]) -> str:
-    """The 500x375 figure against the decoding floor, when it was measured."""
-    floor = size.get("decode_floor")
-    if not _rate_over(size, "decode_floor") or not _rate_over(size, "ours", "decode_floor"):
-        return ""
-    return (f" A step that also entropy-decodes each JPEG (at 1/8 scale) serves {floor['items_per_s']:.0f} items/s, "
-            f"{_rate_over(size, 'decode_floor'):.2f}x the example; ours serves {_rate_over(size, 'ours', 'decode_floor'):.0%} "
-            "of it: a 500x375 source is under twice the 232 resize target, so it is decoded at full scale (no draft), and "
-            f"the IDCT, colour conversion, resize and normalizing take the rest.{_draft(size)}{_pillow(size)}")
+    """The 500x375 figure against the decoding floors, those measured, and the default step beside ours."""
+    return (
+        _against(size, "decode_floor", "A step that also entropy-decodes each JPEG (at 1/8 scale)",
+                 "a 500x375 source is under twice the 232 resize target, so it is decoded at full scale (no draft), and the "
+                 "IDCT, colour conversion, resize and normalizing take the rest")
+        + _against(size, "draft_floor", "Decoding as ours does and answering with ready pixels (the draft decoding floor)",
+                   "the rest is our resize, crop and normalizing")
+        + _pillow(size)
+    )
 
 
-def _draft(size: dict[str, Any]) -> str:
-    """A size's figure against the draft decoding floor (decoding as ours does, then ready pixels), when measured."""
-    floor = size.get("draft_floor")
-    if not _rate_over(size, "draft_floor") or not _rate_over(size, "ours", "draft_floor"):
+def _against(size: dict[str, Any], role: str, what: str, rest: str) -> str:
+    """One sentence: a floor's rate, its ratio to the example and ours as a share of it; empty where not measured."""
+    floor = size.get(role)
+    if not floor or not _rate_over(size, role) or not _rate_over(size, "ours", role):
         return ""
-    return (f" Decoding as ours does and answering with ready pixels (the draft decoding floor) serves {floor['items_per_s']:.0f} "
-            f"items/s ({floor['item_ms']:.2f} ms of server time per item), {_rate_over(size, 'draft_floor'):.2f}x the example; ours "
-            f"serves {_rate_over(size, 'ours', 'draft_floor'):.0%} of it: the rest is our resize, crop and normalizing.")
+    return (f" {what} serves {floor['items_per_s']:.0f} items/s ({floor['item_ms']:.2f} ms of server time per item), "
+            f"{_rate_over(size, role):.2f}x the example; ours serves {_rate_over(size, 'ours', role):.0%} of it: {rest}.")
 
 
 def _pillow(size: dict[str, Any]) -> str:
