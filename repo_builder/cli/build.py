@@ -70,6 +70,14 @@ def _print_summary(built: BuildOutcome, output: Output, target: str) -> None:
     if result.head == "untrained":
         lines.append("head: untrained (--new-head/--num-labels: the classification head has random weights; fine-tune before serving)")
     lines.append(f"clients call '{result.ensemble}'" + (" once compile-pending has built the plan" if result.pending_compile else ""))
+    if result.target is not None:
+        lines.append(f"built for: {result.target.describe()}")
+        packages = result.packages
+        if packages is not None and packages.image:
+            pins = ", ".join(sorted(p.pin for p in packages.image))
+            lines.append(f"needs an image built from {result.repository}/Dockerfile ({pins}); the stock image will not load it")
+        elif packages is not None and packages.shipped:
+            lines.append("ships: " + "; ".join(f"{name}: {', '.join(p.pin for p in shipped)}" for name, shipped in sorted(packages.shipped.items())))
     lines.append(f"validated with: {outcome.command} ({'passes' if outcome.ok else 'FAILS'}); {target}")
     output.report("\n".join(lines))
 

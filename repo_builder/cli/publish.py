@@ -20,6 +20,7 @@ from repo_builder.cli.options import (
 from repo_builder.errors import UserError
 from repo_builder.fsutil import write_json_atomic
 from repo_builder.repository.kserve import check_name, settings_for, write_inference_service
+from repo_builder.repository.manifest import read_manifest
 from repo_builder.repository.publish import PublishOptions, PublishResult, publish_repository
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.store.deadline import store_deadline
@@ -103,7 +104,9 @@ def command(
         write_json_atomic(report, result.to_json())
     if kserve_name is not None:
         folder = report.parent if report is not None else Path.cwd()
-        settings = settings_for(kserve_name, location, kserve_gpus, kserve_service_account)
+        target = read_manifest(Path(repo)).get("target")
+        release = target.get("release") if isinstance(target, dict) and isinstance(target.get("release"), str) else None
+        settings = settings_for(kserve_name, location, kserve_gpus, kserve_service_account, release=release)
         output.progress(f"kserve: wrote {write_inference_service(settings, folder)}")
     _print_result(result, output)
     return 0

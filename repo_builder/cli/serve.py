@@ -2,7 +2,8 @@
 
 The library does the work (``repo_builder.triton.serving.serve``); this parses options, prints one line
 per model as it loads, the table of models, the endpoints and a "ready" line (only once every model is
-loaded or reported), then serves until Ctrl-C or SIGTERM, which stop the server and everything it started.
+loaded), then serves until Ctrl-C or SIGTERM, which stop the server and everything it started. A model that
+does not load refuses the start (the table, then one error line, exit 1) unless --allow-unavailable.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from repo_builder.signals import interrupt_on_termination
 from repo_builder.store.urls import is_remote
 from repo_builder.triton.arguments import ServerOptions
 from repo_builder.triton.ports import check_distinct_ports, check_host
-from repo_builder.triton.serving import ModelRow, ServeSettings, serve
+from repo_builder.triton.serving import ModelRow, ModelsNotReady, ServeSettings, serve
 
 
 def format_table(rows: tuple[ModelRow, ...] | list[ModelRow]) -> str:
@@ -65,7 +66,7 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     type=click.Choice(["explicit", "poll", "none"]),
     default="explicit",
     show_default=True,
-    help="explicit: load every model folder at start (a hung load is reported and left out); "
+    help="explicit: load every model folder at start (a hung load is cut short and reported); "
     "poll: the server loads all and reloads on change; none: the server loads all once.",
 )
 @click.option("--poll-seconds", type=click.IntRange(1), default=5, show_default=True, help="Poll mode: seconds between polls.")
@@ -81,7 +82,13 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
 @click.option(
     "--ready-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the endpoints here once every model is loaded or reported (removed on exit).",
+    help="Write the endpoints here once every model is loaded (removed on exit; none if the start is refused).",
+)
+@click.option(
+    "--allow-unavailable",
+    is_flag=True,
+    help="Serve the models that load and list the rest, instead of refusing to start (exit 1); "
+    "the ready file then means \"the models that could load are loaded\".",
 )
 @log_options
 def command(
@@ -100,6 +107,7 @@ def command(
     strict: bool,
     keep_log: Path | None,
     ready_file: Path | None,
+    allow_unavailable: bool,
     output: Output,
 ) -> int:
     """Serve the model repository PATH (a folder, or s3://bucket/prefix read by Triton) until Ctrl-C.
@@ -121,7 +129,9 @@ def command(
         poll_seconds=poll_seconds,
         http_header_forward_pattern=http_header_forward_pattern,
     )
-    settings = ServeSettings(options, load_timeout=load_timeout, keep_log=keep_log, ready_file=ready_file)
+    settings = ServeSettings(
+        options, load_timeout=load_timeout, keep_log=keep_log, ready_file=ready_file, allow_unavailable=allow_unavailable
+    )
     location: Path | str = path if is_remote(path) else Path(path)
 
     progress = output.progress  # one line per model as it loads (none under -q)
@@ -142,6 +152,9 @@ def command(
             while True:
                 server.check_alive()  # raises with the log's tail if it dies under us
                 time.sleep(0.5)
+    except ModelsNotReady as exc:
+        click.echo(format_table(exc.rows))  # each model's reason; the error line (main) names what to do
+        raise
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
         return 0

@@ -24,6 +24,7 @@ from repo_builder.cli.options import (
     timeout_option,
     verbose_option,
 )
+from repo_builder.deploy_target import PLATFORMS
 from repo_builder.environment import environment_failure
 from repo_builder.errors import ToolError, UserError
 from repo_builder.fsutil import write_text_atomic
@@ -146,7 +147,15 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
 @click.option(
     "--triton-release",
     metavar="YY.MM",
-    help=f"Target Triton release (e.g. 24.08; known: {known_releases()}) for TensorRT version checks.",
+    help=f"Target Triton release (e.g. 24.08; known: {known_releases()}) for TensorRT version checks, and the "
+    "stock image nvcr.io/nvidia/tritonserver:YY.MM-py3 whose Python judges Python steps' imports and shipped "
+    "packages [default: the release repo-builder.json records, else none judged; the report says which].",
+)
+@click.option(
+    "--platform",
+    type=click.Choice(PLATFORMS),
+    help="The deploy target's CPU platform: shipped packages must be built for it [default: the one "
+    "repo-builder.json records, else x86_64].",
 )
 @click.option(
     "--tensorrt-version",
@@ -234,6 +243,7 @@ def command(
     strict: bool,
     fail_on: str,
     triton_release: str | None,
+    platform: str | None,
     tensorrt_version: str | None,
     allow_pending: bool,
     gpu: bool | None,
@@ -284,6 +294,7 @@ def command(
         live=live,
         gpus=gpus,
         http_header_forward_pattern=http_header_forward_pattern,
+        platform=platform,
     )
     if isolated and config_file is not None:
         raise click.UsageError("--isolated ignores configuration files; drop --config or --isolated")

@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from repo_builder.deploy_target import TOO_LARGE_TO_SHIP, DeployTarget
 from repo_builder.errors import UserError
 from repo_builder.live.assets import (
     FORWARD_PATTERN,
@@ -47,6 +48,7 @@ from repo_builder.signals import interrupt_on_termination
 from repo_builder.store.for_triton import remote_repository
 from repo_builder.store.urls import is_remote
 from repo_builder.triton.errors import ServerError
+from repo_builder.triton.image_python import ImagePython, prepare_image_python, standin_packages
 from repo_builder.triton.locate import locate_tritonserver
 from repo_builder.triton.process import exit_description
 from repo_builder.triton.server import TritonServer, start_server
@@ -97,6 +99,13 @@ class LiveSettings:
     allow_unproven: bool = False  # models --live cannot load here are warnings, not errors
     stand_in: bool = True  # serve ONNX Runtime models through the stand-in on the embedded Triton
     s3_endpoint: str | None = None  # for s3:// repositories (default: $AWS_ENDPOINT_URL)
+    # The image judged against: the embedded server runs every Python step on that image's Python, in an
+    # environment holding only the image's packages (plus what the repository ships). None: the builder's.
+    deploy: DeployTarget | None = None
+    image_packages: tuple[tuple[str, str], ...] = ()  # --step-packages dockerfile: what the built image adds
+    # False: Python steps run in the builder's own environment even when an image is judged (a measurement's
+    # baseline; never a proof for the image).
+    on_image_python: bool = True
     inputs: tuple[InputFile, ...] = ()  # --input [MODEL:]NAME=FILE: real inputs for the ensembles' requests
 
 
@@ -138,8 +147,10 @@ def validate_live(report: Report, settings: LiveSettings, progress: Progress | N
     with interrupt_on_termination():
         if location is not None:
             remote = remote_repository(location, settings.s3_endpoint)
-            with _server(remote.url, settings, remote.environment) as server:
-                routes = plan_routes(repository, embedded=_embedded(server), remote=True)
+            image, why = _image_python(settings)
+            with _server(remote.url, settings, remote.environment, image_python=image) as server:
+                routes = plan_routes(repository, embedded=_embedded(server), remote=True,
+                                     no_image_python=why if _embedded(server) else None)
                 verdicts = judge_repository(server, repository, settings, routes, progress)
             return merge_verdicts(report, verdicts, allow_unproven=settings.allow_unproven)
         verdicts = _judge_local(repository, settings, progress)
@@ -150,17 +161,43 @@ def _judge_local(repository: Repository, settings: LiveSettings, progress: Progr
     # Stand-ins only for the embedded Triton: a full Triton (--tritonserver, or one on PATH) loads the
     # ONNX Runtime models itself, from an unchanged copy.
     embedded = locate_tritonserver(settings.tritonserver).bundled
-    routes = plan_routes(repository, embedded=embedded and settings.stand_in)
+    image, why = _image_python(settings) if embedded else (None, None)
+    routes = plan_routes(repository, embedded=embedded and settings.stand_in, no_image_python=why)
     stand_ins = [StandIn(r.name) for r in routes.values() if r.route == Route.STAND_IN]
-    staged = stage_repository(repository.root, stand_ins)
+    packages = None
+    if image is not None and stand_ins:  # the stand-in's onnxruntime, for the image's Python, beside (not in) its venv
+        found = standin_packages(image.version)
+        if isinstance(found, str):
+            routes = plan_routes(repository, embedded=True, no_stand_in=found)
+            stand_ins = []
+        else:
+            packages = found
+    staged = stage_repository(repository.root, stand_ins, packages=packages)
     try:
         asset_root = _redirect_assets(staged.path, repository)  # NVCF asset steps: a root in the stage
         forward = FORWARD_PATTERN if asset_root is not None else None
-        with _server(staged.path, settings, forward_pattern=forward) as server:
+        with _server(staged.path, settings, forward_pattern=forward, image_python=image) as server:
             routes = _unstaged(routes, staged.stand_ins)
             return judge_repository(server, repository, settings, routes, progress, asset_root=asset_root)
     finally:
         remove_stage(staged)
+
+
+def _image_python(settings: LiveSettings) -> tuple[ImagePython | None, str | None]:
+    """The target image's Python prepared here, or why it cannot be (then its steps are not proven)."""
+    if settings.deploy is None or not settings.on_image_python:
+        return None, None
+    row = settings.deploy.image
+    large = sorted(name for name, _ in settings.image_packages if name.lower() in TOO_LARGE_TO_SHIP)
+    if large:  # the Dockerfile's image has them; installing them here for the proof is out of proportion
+        return None, (f"not proven on the image built from the repository's Dockerfile: it installs {', '.join(large)}, "
+                      "which this machine does not install for a proof")
+    if settings.image_packages:
+        row = replace(row, packages=(*row.packages, *settings.image_packages))
+    found = prepare_image_python(row)
+    if isinstance(found, str):
+        return None, f"not proven on {settings.deploy.image_name}'s Python {row.python}: {found}"
+    return found, None
 
 
 def _redirect_assets(staged: Path, repository: Repository) -> Path | None:
@@ -181,10 +218,12 @@ def _unstaged(routes: dict[str, ModelRoute], staged: tuple[str, ...]) -> dict[st
 
 
 def _server(
-    repository: Path | str, settings: LiveSettings, environment: tuple[tuple[str, str], ...] = (), forward_pattern: str | None = None
+    repository: Path | str, settings: LiveSettings, environment: tuple[tuple[str, str], ...] = (), forward_pattern: str | None = None,
+    image_python: ImagePython | None = None,
 ) -> AbstractContextManager[TritonServer]:
     return start_server(
         repository,
+        image_python=image_python,
         mode="explicit",
         environment=environment,
         http_header_forward_pattern=forward_pattern,

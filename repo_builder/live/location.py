@@ -7,8 +7,11 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+from repo_builder.deploy_target import DeployTarget
 from repo_builder.live.judge import LiveSettings, Progress, validate_live
 from repo_builder.live.request import parse_input_file
+from repo_builder.repository.manifest import read_manifest
+from repo_builder.store.urls import is_remote
 from repo_builder.validate.location import validate_location
 from repo_builder.validate.records import ValidateOptions
 from repo_builder.validate.remote import DEFAULT_MAX_ONNX_BYTES
@@ -24,7 +27,19 @@ def live_target(options: ValidateOptions, live: LiveSettings) -> str:
     """Under ``--live`` the report's target says both: the deploy target judged, and the machine that proved it."""
     gpus = "with GPUs" if gpu_on_this_machine() else "without GPUs"
     server = live.tritonserver or "the embedded tritonserver"
-    return f"{options.target}; live on this machine ({gpus}) with {server}"
+    on_image = live.deploy is not None and live.on_image_python
+    python = f", Python steps on {live.deploy.image_name}'s Python {live.deploy.python} and its packages" if live.deploy and on_image else ""
+    return f"{options.target}; live on this machine ({gpus}) with {server}{python}"
+
+
+def dockerfile_packages(location: str | Path, deploy: DeployTarget) -> tuple[tuple[str, str], ...]:
+    """With ``--step-packages dockerfile`` the image is built from the stock one plus the pins the manifest
+    records: the live proof's environment holds them too (a local repository's manifest; none for s3://)."""
+    if deploy.step_packages != "dockerfile" or is_remote(location):
+        return ()
+    provides = read_manifest(Path(location)).get("target", {}).get("image_provides", {})
+    pins = {str(pin) for pin in provides.values()} if isinstance(provides, dict) else set()
+    return tuple((name, f"=={version}") for name, _, version in (pin.partition("==") for pin in sorted(pins)))
 
 
 def live_settings(
@@ -62,7 +77,10 @@ def validate_live_location(
     options = options or ValidateOptions()
 
     def prove(report: Report) -> Report:
-        return replace(validate_live(report, live, progress), target=live_target(options, live))
+        settings = live
+        if settings.deploy is None and report.deploy is not None:  # the image judged offline is the one proven live
+            settings = replace(live, deploy=report.deploy, image_packages=dockerfile_packages(location, report.deploy))
+        return replace(validate_live(report, settings, progress), target=live_target(options, settings))
 
     return validate_location(
         location, options, after=prove, s3_endpoint=s3_endpoint, max_download_bytes=max_download_bytes

@@ -82,9 +82,19 @@ def _direct_route(model: ModelEntry, embedded: bool, remote: bool) -> ModelRoute
     )
 
 
-def plan_routes(repository: Repository, *, embedded: bool, remote: bool = False) -> dict[str, ModelRoute]:
-    """One route per model; an ensemble using an unproven model (at any depth) is unproven too."""
+def plan_routes(
+    repository: Repository, *, embedded: bool, remote: bool = False, no_image_python: str | None = None, no_stand_in: str | None = None
+) -> dict[str, ModelRoute]:
+    """One route per model; an ensemble using an unproven model (at any depth) is unproven too.
+    ``no_image_python``: why the target image's Python cannot run here; every model that would run on a
+    Python stub (Python steps and ONNX Runtime stand-ins) is then unproven, never passed on another Python;
+    ``no_stand_in``: why the stand-in cannot run here (its ONNX Runtime models are then unproven)."""
     routes = {m.name: _direct_route(m, embedded, remote) for m in repository.models}
+    for name, route in list(routes.items()):
+        if no_image_python is not None and (route.route == Route.STAND_IN or (route.route == Route.LOAD and route.backend == "python")):
+            routes[name] = ModelRoute(name, Route.UNPROVEN, route.backend, no_image_python)
+        elif no_stand_in is not None and route.route == Route.STAND_IN:
+            routes[name] = ModelRoute(name, Route.UNPROVEN, route.backend, no_stand_in)
     changed = True
     while changed:  # propagate through nested ensembles until nothing changes
         changed = False

@@ -17,22 +17,32 @@ from typing import Any
 
 from repo_builder.compile import CompileSettings, compile_plan, defer_plan
 from repo_builder.compile.pending import external_data_files
+from repo_builder.deploy_target import DeployTarget
 from repo_builder.errors import UserError
+from repo_builder.fsutil import write_text_atomic
 from repo_builder.pipelines.build_check import rehearsal_options
 from repo_builder.pipelines.option_files import check_labels_file
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, check_version, step_names
+from repo_builder.pipelines.step_packages import (
+    PackagePlan,
+    dockerfile_text,
+    merge_target,
+    provide_packages,
+    target_record,
+)
 from repo_builder.render.context import check_tensor_name
 from repo_builder.render.environment import make_environment
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.repository.build_target import check_api_unchanged
 from repo_builder.repository.judge import repository_judge
-from repo_builder.repository.manifest import update_manifest
+from repo_builder.repository.manifest import MANIFEST_FILE, read_manifest, record_target, update_manifest
 from repo_builder.repository.stage import build_stage
 from repo_builder.repository.versions import choose_versions
 from repo_builder.repository.writer import commit_models, stage_model
 from repo_builder.spec import SIGNATURE_FILE, OnnxArtifact, read_signature
 
 Log = Callable[[str], None]
+DOCKERFILE = "Dockerfile"  # at the repository's root, which Triton ignores (only subfolders are models)
 
 
 def _stderr(message: str) -> None:
@@ -53,6 +63,9 @@ class BuildOptions:
     runtime_reason: str = ""  # why this runtime (auto says which it picked and why)
     record: Mapping[str, Any] = field(default_factory=dict)  # extra build settings for the manifest
     replace: bool = False  # --replace: the ensemble's API may change (repository/build_target.py)
+    # Where the repository will run (--triton-release, --gpu, --platform, --step-packages); None: build for
+    # no particular image (nothing shipped, no target recorded), as library callers did before targets.
+    target: DeployTarget | None = None
 
     def __post_init__(self) -> None:
         check_version(self.version)
@@ -74,6 +87,8 @@ class BuildResult:
     models: tuple[BuiltModel, ...]
     manifest: Path
     pending_compile: bool = False
+    target: DeployTarget | None = None
+    packages: PackagePlan | None = None
     head: str | None = None  # signature.json's "head": "untrained" when --new-head added a random one
     # The model step's tuning as built, so a deploy on a bigger machine knows what to re-tune (issue 15).
     model_instances: int = 1
@@ -85,6 +100,7 @@ class BuildResult:
             "ensemble": self.ensemble,
             "runtime": self.runtime,
             "pending_compile": self.pending_compile,
+            "target": self.target.describe() if self.target is not None else None,
             "head": self.head,
             "models": [{"name": m.name, "version": m.version, "role": m.role} for m in self.models],
             "model_step": {"instances": self.model_instances, "intra_op_threads": self.intra_op_threads},
@@ -119,6 +135,21 @@ def model_source(artifact: OnnxArtifact, options: BuildOptions, scratch: Path, l
     if settings.per_capability:
         cc = {plan.compute_capability: plan.plan_path.name}
     return ModelSource(plan.signature, files, default_model_filename=default, cc_model_filenames=cc)
+
+
+def _record_target(out: Path, target: DeployTarget, packages: PackagePlan, log: Log) -> dict[str, Any]:
+    """The manifest's target, merged with what earlier builds for the same image recorded (every pipeline in
+    the repository runs on one image: its Dockerfile installs what all of them import). Written ahead of the
+    models where a manifest exists (a superset of the image's needs is harmless); the Dockerfile too."""
+    record = merge_target(read_manifest(out).get("target"), target_record(target, packages, DOCKERFILE if packages.image else None))
+    pins = sorted(set(record["image_provides"].values()))
+    if record["step_packages"] == "dockerfile" and pins:
+        out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out / DOCKERFILE, dockerfile_text(target, pins))
+        log(f"wrote {out / DOCKERFILE}: build the server image from it ({len(pins)} packages over {target.image_name})")
+    if (out / MANIFEST_FILE).is_file():
+        record_target(out, record)
+    return record
 
 
 def read_export(folder: Path) -> OnnxArtifact:
@@ -176,6 +207,10 @@ def build_pipeline(
     names = step_names(options.settings.name)
     check_labels_file(options.labels)
     env = make_environment(options.templates)
+    target = options.target
+    env.globals["deploy_target"] = target  # what a family's render may ask of the image (op library paths)
+    if target is not None and target.step_packages == "ship":
+        env.globals["ship_python"] = target.python  # generated steps put site-packages on sys.path under it
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
     if out.is_dir():  # fail before exporting; planned again under the lock, where it counts
@@ -195,11 +230,18 @@ def build_pipeline(
         source = model_source(artifact, options, stage.root / "compile", log)
         rendered = render(env, source, artifact, versions)
         check_api_unchanged(out, rendered, options.replace)  # before anything is staged or moved
+        packages = None
+        if target is not None:
+            rendered, packages = provide_packages(rendered, target, log)
         staged = [stage_model(stage, m) for m in rendered]
         log(f"writing {', '.join(f'{m.name}/{m.version}' for m in staged)} into {out} (validated before anything moves)")
+        record = None
+        if target is not None and packages is not None:
+            # Before the rehearsal: the states it judges need this build's image too (what its Dockerfile adds).
+            record = _record_target(out, target, packages, log)
         judge = repository_judge(rehearsal_options(options.settings.runtime, options.defer_compile))
         commit_models(stage, staged, judge=judge, log=log)
-        manifest = update_manifest(out, staged, settings)
+        manifest = update_manifest(out, staged, settings, target=record)
     return BuildResult(
         repository=out,
         ensemble=names["ensemble"],
@@ -207,6 +249,8 @@ def build_pipeline(
         models=tuple(BuiltModel(m.name, m.version, m.role, dict(m.files)) for m in staged),
         manifest=manifest,
         pending_compile=options.defer_compile,
+        target=target,
+        packages=packages,
         model_instances=options.settings.instance_count,
         intra_op_threads=options.settings.intra_op_threads,
     )

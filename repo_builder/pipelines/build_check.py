@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repo_builder.deploy_target import DeployTarget
 from repo_builder.errors import UserError
 from repo_builder.live.judge import LiveSettings
 from repo_builder.live.location import validate_live_location
@@ -59,6 +60,10 @@ class CheckRun:
         args += ["--strict"] if self.options.strict else []
         args += ["--allow-pending"] if self.options.allow_pending else []
         args += ["--gpu" if self.options.gpu_present else "--no-gpu"]  # explicit: never a machine-dependent default
+        deploy = self.options.deploy
+        if deploy is not None:  # the image the build targeted: its imports and Python judged by the gate too
+            args += ["--triton-release", deploy.release]
+            args += ["--platform", deploy.platform] if deploy.platform != "x86_64" else []
         if self.request.live:
             args += ["--live"]
             args += ["--tritonserver", str(self.request.tritonserver)] if self.request.tritonserver else []
@@ -89,13 +94,15 @@ class CheckOutcome:
         return data
 
 
-def choose_check(repository: Path, runtime: str, pending_compile: bool, request: CheckRequest) -> CheckRun:
+def choose_check(repository: Path, runtime: str, pending_compile: bool, request: CheckRequest,
+                 target: DeployTarget | None = None) -> CheckRun:
     """Which validation matches this build (pure, apart from asking for a GPU when nothing decides it)."""
     # A TensorRT repository targets a GPU machine; otherwise validate's own default (printed explicitly).
     gpu = target_has_gpu(request.gpu)  # one rule in every command: a GPU server unless --no-gpu
     if pending_compile and not gpu:
         raise UserError("--defer-compile targets a GPU machine; drop --no-gpu (plans are compiled and run there)")
-    options = ValidateOptions(strict=request.strict, allow_pending=request.allow_pending or pending_compile, gpu_present=gpu)
+    options = ValidateOptions(strict=request.strict, allow_pending=request.allow_pending or pending_compile, gpu_present=gpu,
+                              triton_release=target.release if target is not None else None, deploy=target)
     return CheckRun(Path(repository), options, request)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from repo_builder.compile import CompileSettings
 from repo_builder.compile.plan import require_build_environment
+from repo_builder.deploy_target import DeployTarget, resolve_target
 from repo_builder.errors import ToolError, UserError
 from repo_builder.export.progress import Phases
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult
@@ -24,6 +25,7 @@ from repo_builder.pipelines.registry import Family, build_family, family, prepar
 from repo_builder.pipelines.request_options import REQUEST_DEFAULTS
 from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
 from repo_builder.pipelines.settings import PipelineSettings
+from repo_builder.pipelines.text_tokenizer_onnx import check_target as check_op_library_target
 from repo_builder.render.tuning import ModelTuning, step_instances, tune_model_step
 from repo_builder.repository.build_target import check_out_folder
 from repo_builder.store.urls import names_url
@@ -58,6 +60,9 @@ class BuildRequest:
     intra_op_threads: int | None = REQUEST_DEFAULTS["intra_op_threads"]
     step_instances: int | None = REQUEST_DEFAULTS["step_instances"]  # pre/post (Python) steps' instances; None: render.tuning.step_instances
     replace: bool = REQUEST_DEFAULTS["replace"]  # --replace: the ensemble's inputs/outputs may change (repository/build_target.py)
+    triton_release: str | None = REQUEST_DEFAULTS["triton_release"]  # None: the newest release the image table knows
+    platform: str = REQUEST_DEFAULTS["platform"]
+    step_packages: str = REQUEST_DEFAULTS["step_packages"]
     check: CheckRequest = field(default_factory=CheckRequest)
 
 
@@ -102,6 +107,8 @@ def _compile_settings(request: BuildRequest, choice: RuntimeChoice) -> Any:
 def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, ModelTuning]:
     """BuildOptions from the request (every option checked; nothing exported or written yet)."""
     _check_paths(request)
+    target = build_target(request)
+    check_op_library_target(request.params, target)
     choice = probe_runtime(request.runtime, defer_compile=request.defer_compile)
     tuning = tune_model_step(request.instances, request.intra_op_threads)
     step_count, decode_count = step_instances(request.step_instances, tuning.cores)
@@ -129,8 +136,15 @@ def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, 
         check_parity=request.check_parity,
         runtime_reason=choice.reason,
         replace=request.replace,
+        target=target,
     )
     return options, tuning
+
+
+def build_target(request: BuildRequest) -> DeployTarget:
+    """The image the repository is built for: --triton-release (the newest known by default), --gpu/--no-gpu,
+    --platform and --step-packages; refused before anything is exported."""
+    return resolve_target(request.triton_release, request.check.gpu, request.platform, request.step_packages)
 
 
 def build(request: BuildRequest, *, log: Log | None = None, phases: Phases | None = None) -> BuildOutcome:
@@ -142,13 +156,14 @@ def build(request: BuildRequest, *, log: Log | None = None, phases: Phases | Non
     chosen = family(request.family)
     options, tuning = build_options(request, chosen)
     # Refuse a contradictory check (e.g. --defer-compile --no-gpu) before anything is exported.
-    planned = choose_check(options.out, options.settings.runtime, options.defer_compile, request.check)
+    planned = choose_check(options.out, options.settings.runtime, options.defer_compile, request.check, options.target)
     refuse_without_gpu(request.params, planned.options.gpu_present)
     phases = phases or Phases(False)
     job = prepare_family(chosen, options, request.params, phases)
     result = build_family(chosen, options, request.params, phases=phases, log=log, job=job)
     log(tuning.summary())  # after the build: an option refused on the way (e.g. --version taken) stays one line
-    check = choose_check(result.repository, result.runtime, result.pending_compile, request.check)
+    log(f"built for {options.target.describe()}" if options.target is not None else "built for no particular image")
+    check = choose_check(result.repository, result.runtime, result.pending_compile, request.check, options.target)
     # A note, not a timed step: --live shows its own progress, and two live displays cannot nest.
     phases.note(f"validating: {check.command}")
     outcome = run_check(check, log=log)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from repo_builder.compile_recipe import PRECISIONS
+from repo_builder.deploy_target import PLATFORMS, STEP_PACKAGES
 from repo_builder.pipelines.option_record import FamilyOption
 from repo_builder.pipelines.runtime import CHOICES
 from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE
@@ -28,9 +29,20 @@ __all__ = [
 BUILD_OPTIONS: tuple[FamilyOption, ...] = (
     FamilyOption(("--out",), "out", "Model repository folder to write into (created if missing).", kind="path", required=True),
     FamilyOption(("--name",), "name", "Ensemble name clients call; members are NAME_preprocess, NAME_model, NAME_postprocess."),
+    FamilyOption(("--triton-release",), "triton_release",
+                 "The Triton release whose stock py3 image the repository is built for (default: the newest known): "
+                 "its Python and packages decide what ships with the Python steps, its backends the model step's runtime.",
+                 metavar="YY.MM", conflicts_with_export=False),
+    FamilyOption(("--platform",), "platform", "The server's CPU platform, for the packages shipped with the Python steps.",
+                 default="x86_64", kind="choice", choices=PLATFORMS, conflicts_with_export=False),
+    FamilyOption(("--step-packages",), "step_packages",
+                 "ship: packages the image's Python lacks go inside the repository, built for its Python and platform; "
+                 "dockerfile: write a Dockerfile (FROM the stock image, pinned installs) for an image that has them.",
+                 default="ship", kind="choice", choices=STEP_PACKAGES, conflicts_with_export=False),
     FamilyOption(("--runtime",), "runtime",
                  "Model step: TensorRT plan, Triton's ONNX Runtime backend, or ONNX Runtime inside the Python backend. "
-                 "auto: tensorrt with a GPU and TensorRT, else python.",
+                 "auto: tensorrt with a GPU and TensorRT here, else the target image's ONNX Runtime backend "
+                 "(python only when asked for).",
                  default="auto", kind="choice", choices=CHOICES),
     FamilyOption(("--max-batch-size",), "max_batch_size", "max_batch_size of every step (the ensemble never exceeds its members).",
                  default=DEFAULT_MAX_BATCH_SIZE, kind="int"),

@@ -31,10 +31,9 @@ def choose_runtime(requested: str, *, gpu_problem: str | None, tensorrt_problem:
     if gpu_problem is None and tensorrt_problem is None:
         return RuntimeChoice("tensorrt", "a GPU and TensorRT are present")
     missing = gpu_problem or tensorrt_problem
-    return RuntimeChoice(
-        "python",
-        f"auto: {missing}; ONNX Runtime inside the Python backend runs everywhere, the embedded Triton included",
-    )
+    # The target decides, not this machine: every stock image has the ONNX Runtime backend (the embedded
+    # proof here serves it through its stand-in); ONNX Runtime inside the Python backend only when asked for.
+    return RuntimeChoice("onnxruntime", f"auto: {missing}; the target image's ONNX Runtime backend runs it")
 
 
 def probe_runtime(requested: str, *, defer_compile: bool) -> RuntimeChoice:

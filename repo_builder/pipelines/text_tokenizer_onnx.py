@@ -10,10 +10,12 @@ No Python-backend step runs before the model; the ensemble's other steps are unc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from repo_builder.deploy_target import DeployTarget
 from repo_builder.errors import UserError
 from repo_builder.export.tokenizer_onnx import (
     op_library_path,
@@ -58,15 +60,41 @@ def check_checkpoint_tokenizer(params: Mapping[str, Any], model_dir: Path) -> No
             read_wordpiece_tokenizer(model_dir / "tokenizer.json")
 
 
-def op_library(params: Mapping[str, Any]) -> str:
-    """The op library path the config names: --op-library (absolute), else this machine's."""
+def op_library(params: Mapping[str, Any], target: DeployTarget | None = None) -> str:
+    """The op library path the config names: --op-library (absolute); for an image built from the Dockerfile,
+    where its pip install puts the library there; with no target, this machine's. Never this machine's path
+    for a target: no server has it (check_target refuses that case before the export)."""
     given = params.get("op_library")
     if given:
         if not Path(str(given)).is_absolute():
             raise UserError(f"--op-library {given}: give an absolute path (ONNX Runtime opens it as written, "
                             "from the server's working folder otherwise)")
         return str(given)
-    return str(op_library_path())
+    local = op_library_path()
+    if target is None:
+        return str(local)
+    check_target(params, target)
+    return image_library_path(local.name, target)
+
+
+def image_library_path(local_name: str, target: DeployTarget) -> str:
+    """Where ``pip3 install onnxruntime-extensions`` puts the library in the image: the system Python's
+    dist-packages (Debian's layout), the file named for the image's Python and platform."""
+    digits = target.python.replace(".", "")
+    name = re.sub(r"cpython-\d+-[A-Za-z0-9_]+-linux-gnu", f"cpython-{digits}-{target.platform}-linux-gnu", local_name)
+    return f"/usr/local/lib/python{target.python}/dist-packages/onnxruntime_extensions/{name}"
+
+
+def check_target(params: Mapping[str, Any], target: DeployTarget) -> None:
+    """--preprocess onnx needs onnxruntime-extensions' library at a path on the server: the stock image has
+    none, and the ONNX Runtime backend never looks in the model folder. Refused before anything is exported."""
+    if not params.get("op_library") and str(params.get("preprocess") or "python") == "onnx" and target.step_packages != "dockerfile":
+        raise UserError(
+            f"--preprocess onnx: {target.image_name} has no onnxruntime-extensions, and the ONNX Runtime backend opens "
+            "op_library_filename as written (a path on the server, never one inside the repository): pass "
+            "--step-packages dockerfile (the Dockerfile installs it and the config names its path in that image), "
+            "or --op-library PATH where your servers have it"
+        )
 
 
 def render_tokenizer_step(inputs: RenderInputs, model_inputs: Sequence[TensorSpec], max_length: int,
@@ -91,6 +119,6 @@ def render_tokenizer_step(inputs: RenderInputs, model_inputs: Sequence[TensorSpe
         comment=f"Preprocessing in ONNX Runtime: one UTF-8 text per row -> token ids (BERT WordPiece, truncated to "
                 f"{max_length}), padded to the batch's longest; onnxruntime-extensions' ops, no Python step.",
         parameters={},
-        op_libraries=[op_library(inputs.params)],
+        op_libraries=[op_library(inputs.params, inputs.env.globals.get("deploy_target"))],
     ))
     return RenderedModel(name, "preprocess", inputs.versions[name], config, {"model.onnx": model})

@@ -69,4 +69,7 @@ def make_environment(user_dir: Path | None = None) -> jinja2.Environment:
     )
     env.filters["py"] = py_literal
     env.filters["pbstr"] = pb_string
+    # The Python shipped packages are built for (model/_site_packages.py.j2); build sets the target's.
+    # None: nothing shipped, every Python uses its own environment's packages.
+    env.globals["ship_python"] = None
     return env

@@ -43,8 +43,14 @@ def check_name(name: str) -> str:
     return name
 
 
-def settings_for(name: str, location: StoreUrl, gpus: int = 0, service_account: str | None = None) -> KServeSettings:
-    return KServeSettings(name=check_name(name), storage_uri=location.url, gpus=gpus, service_account=service_account)
+def settings_for(
+    name: str, location: StoreUrl, gpus: int = 0, service_account: str | None = None, release: str | None = None
+) -> KServeSettings:
+    """``release``: the Triton release the repository was built for (its manifest's target), whose stock image
+    KServe must run: shipped packages are built for that image's Python. None: the embedded server's release."""
+    version = f"{release}-py3" if release else DEFAULT_TRITON_IMAGE_TAG
+    return KServeSettings(name=check_name(name), storage_uri=location.url, gpus=gpus, service_account=service_account,
+                          runtime_version=version)
 
 
 def inference_service(s: KServeSettings) -> dict[str, Any]:

@@ -31,9 +31,22 @@ def read_manifest(out: Path) -> dict[str, Any]:
     return data
 
 
-def update_manifest(out: Path, models: Sequence[Any], settings: Mapping[str, Any]) -> Path:
-    """Record the models just written (``StagedModel``s); other models' entries are kept."""
+def record_target(out: Path, target: Mapping[str, Any]) -> Path:
+    """Only the manifest's ``target`` rewritten (before a build's models move in; ``update_manifest`` after)."""
     data = read_manifest(out)
+    data["target"] = dict(target)
+    data["format"] = MANIFEST_FORMAT
+    path = out / MANIFEST_FILE
+    write_json_atomic(path, data, sort_keys=True)
+    return path
+
+
+def update_manifest(out: Path, models: Sequence[Any], settings: Mapping[str, Any], *, target: Mapping[str, Any] | None = None) -> Path:
+    """Record the models just written (``StagedModel``s); other models' entries are kept. ``target``: the
+    deploy target the build was for (``step_packages.target_record``), which validate judges by default."""
+    data = read_manifest(out)
+    if target is not None:
+        data["target"] = dict(target)
     built_at = datetime.now(UTC).isoformat(timespec="seconds")
     for m in models:
         entry = data["models"].setdefault(m.name, {})

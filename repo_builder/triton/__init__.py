@@ -1,8 +1,8 @@
 """Finding and running a real tritonserver, loading models into it, and synthesizing requests.
 
 The library entry points are ``start_server`` (a server for as long as a ``with`` block lasts; see
-``repo_builder.triton.server``) and ``serve`` (a server on a repository, ready once every model is loaded
-or reported; see ``repo_builder.triton.serving``)::
+``repo_builder.triton.server``) and ``serve`` (a server on a repository, ready once every model is loaded,
+refused when one is not unless ``allow_unavailable``; see ``repo_builder.triton.serving``)::
 
     with start_server(repository, mode="explicit") as server:
         server.load("name")

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repo_builder.errors import UserError
+
+if TYPE_CHECKING:
+    from repo_builder.triton.image_python import ImagePython
 
 MODES = ("explicit", "poll", "none")
 
@@ -34,6 +38,9 @@ class ServerOptions:
     strict_readiness: bool | None = None
     # Extra environment for the server (an s3:// repository's endpoint and credentials).
     environment: tuple[tuple[str, str], ...] = ()
+    # The wheel's server runs Python steps on this Python, as the target image does (``image_python.py``);
+    # a foreign server (a container's) ignores it. None: on the builder's own environment.
+    image_python: ImagePython | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -14,6 +14,10 @@ three things prepared around it, all measured here:
 The stub embeds the running interpreter's environment. Its Python runs isolated (environment variables
 such as PYTHONPATH are ignored), and finds its prefix, hence the environment's site-packages, from the
 ``python3`` on ``PATH``: as PyTriton does, the environment's ``bin`` goes first on the server's PATH.
+
+Given an ``ImagePython`` (``image_python.py``), the wheel's server runs steps as the stock image does
+instead: that Python's stub, its LIBDIR, and its venv (the image's packages only) first on PATH. A foreign
+server has its own Python and ignores it.
 """
 
 from __future__ import annotations
@@ -24,8 +28,12 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repo_builder.errors import UserError
+
+if TYPE_CHECKING:
+    from repo_builder.triton.image_python import ImagePython
 
 STUB_NAME = "triton_python_backend_stub"
 
@@ -40,6 +48,7 @@ class TritonInstall:
     libraries: tuple[Path, ...] = ()  # prepended to LD_LIBRARY_PATH
     caches: Path | None = None
     bundled: bool = False  # the nvidia-pytriton wheel's server (Python backend only)
+    python_prefix: Path | None = None  # the environment the stub embeds (bundled only); None: this one
 
 
 def python_version() -> str:
@@ -55,7 +64,7 @@ def _pytriton_root() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _bundled_install(root: Path) -> TritonInstall:
+def _bundled_install(root: Path, image_python: ImagePython | None = None) -> TritonInstall:
     dist = root / "tritonserver"
     binary = dist / "bin" / "tritonserver"
     if not binary.is_file():
@@ -63,6 +72,8 @@ def _bundled_install(root: Path) -> TritonInstall:
             f"the nvidia-pytriton wheel at {root} has no tritonserver binary ({binary}); "
             "reinstall it with pip install --force-reinstall 'repo-builder[serve]' or pass --tritonserver PATH"
         )
+    if image_python is not None:
+        return _image_install(root, image_python)
     if not (Path(sys.exec_prefix) / "bin" / "python3").exists():
         raise UserError(
             f"the embedded Triton's Python backend finds this environment through {sys.exec_prefix}/bin/python3, "
@@ -92,6 +103,29 @@ def _bundled_install(root: Path) -> TritonInstall:
     )
 
 
+def _image_install(root: Path, image: ImagePython) -> TritonInstall:
+    """The wheel's server running steps on the image's Python: its stub, its libpython, its venv."""
+    dist = root / "tritonserver"
+    stub = dist / "python_backend_stubs" / image.version / STUB_NAME
+    if not stub.is_file():
+        raise UserError(
+            f"the nvidia-pytriton wheel has no Python-backend stub for Python {image.version}, the target "
+            "image's Python: pass --tritonserver PATH (a container's server) to prove this target live"
+        )
+    # The image's LIBDIR, never this Python's: the stub must load the libpython it was built for.
+    libraries = [root.parent / "nvidia_pytriton.libs", dist / "external_libs", image.libdir]
+    caches = dist / "caches"
+    return TritonInstall(
+        binary=dist / "bin" / "tritonserver",
+        backends=dist / "backends",
+        stub=stub,
+        libraries=tuple(p for p in libraries if p.is_dir()),
+        caches=caches if caches.is_dir() else None,
+        bundled=True,
+        python_prefix=image.prefix,
+    )
+
+
 def _foreign_install(binary: Path) -> TritonInstall:
     """A server built elsewhere (``/opt/tritonserver/bin/tritonserver`` in a container)."""
     home = binary.resolve().parent.parent
@@ -107,8 +141,13 @@ def _foreign_install(binary: Path) -> TritonInstall:
     )
 
 
-def locate_tritonserver(explicit: str | os.PathLike[str] | None = None) -> TritonInstall:
-    """The server to run: ``explicit`` if given, else ``tritonserver`` on PATH, else nvidia-pytriton's."""
+def locate_tritonserver(
+    explicit: str | os.PathLike[str] | None = None, image_python: ImagePython | None = None
+) -> TritonInstall:
+    """The server to run: ``explicit`` if given, else ``tritonserver`` on PATH, else nvidia-pytriton's.
+
+    ``image_python`` makes the wheel's server run steps on that Python (ignored by any other server).
+    """
     if explicit:
         path = Path(explicit).expanduser()
         if path.is_dir():
@@ -121,7 +160,7 @@ def locate_tritonserver(explicit: str | os.PathLike[str] | None = None) -> Trito
             raise UserError(f"--tritonserver {explicit}: not executable (chmod +x it)")
         root = _pytriton_root()
         if root is not None and path.resolve() == (root / "tritonserver" / "bin" / "tritonserver").resolve():
-            return _bundled_install(root)
+            return _bundled_install(root, image_python)
         return _foreign_install(path)
     on_path = shutil.which("tritonserver")
     if on_path:
@@ -132,7 +171,7 @@ def locate_tritonserver(explicit: str | os.PathLike[str] | None = None) -> Trito
             "no tritonserver found: install the embedded one with pip install 'repo-builder[serve]', "
             "put tritonserver on PATH, or pass --tritonserver PATH"
         )
-    return _bundled_install(root)
+    return _bundled_install(root, image_python)
 
 
 def check_numpy() -> None:
@@ -163,7 +202,7 @@ def server_environment(install: TritonInstall, base: dict[str, str] | None = Non
     if not install.bundled:
         return env  # a container's server has its own Python for its stub
     # The stub's embedded Python locates its prefix from the python on PATH (as PyTriton relies on).
-    bin_dir = str(Path(sys.exec_prefix) / "bin")
+    bin_dir = str((install.python_prefix or Path(sys.exec_prefix)) / "bin")
     env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")]) if env.get("PATH") else bin_dir
     return env
 

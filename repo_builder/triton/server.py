@@ -155,8 +155,9 @@ class TritonServer:
 
     def _check_start(self) -> None:
         if self.install is None:
-            self.install = locate_tritonserver(self.options.tritonserver)
-            if self.install.bundled:
+            self.install = locate_tritonserver(self.options.tritonserver, self.options.image_python)
+            # An image venv's numpy was checked when it was made; the builder's own is checked here.
+            if self.install.bundled and self.options.image_python is None:
                 check_numpy()
         if isinstance(self.repository, Path) and not self.repository.is_dir():
             raise UserError(f"{self.repository}: no such folder; pass the model repository's path")

@@ -4,7 +4,10 @@ Every model is loaded while the server starts (explicit mode: ``--load-model`` f
 poll/none mode: Triton loads them all), and Triton opens its HTTP/gRPC endpoints only after those loads
 settle: ``/v2/health/ready`` can never answer before the models. A model whose Python stub fails (Triton
 2.51 then never finishes starting) or that is still loading after ``load_timeout`` is left out of a
-fresh start and reported. Only then is the ``ready_file`` written (and removed again on exit).
+fresh start. Once the start settles, a model that is not READY (left out, refused, or an ensemble over
+one of those) refuses the whole start: the server is stopped and ``ModelsNotReady`` (exit 1) carries the
+table. ``allow_unavailable`` serves the models that loaded and lists the rest instead. Only then is the
+``ready_file`` written (and removed again on exit).
 
     with serve(Path("repo"), ServeSettings(ready_file=Path("ready"))) as serving:
         for row in serving.rows: ...
@@ -15,18 +18,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from repo_builder.errors import UserError
+from repo_builder.errors import RefusedError, UserError
 from repo_builder.store.urls import is_remote
 from repo_builder.triton.arguments import ServerOptions
 from repo_builder.triton.errors import ServerError
+from repo_builder.triton.locate import locate_tritonserver
 from repo_builder.triton.server import StartupHang, StartupTimeout, TritonServer
 from repo_builder.triton.server_log import explain_refusal, log_messages
+from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
 from repo_builder.triton.stub_hang import failed_stubs
+from repo_builder.triton_layout import CONFIG_FILE
 
 Progress = Callable[[str], None]
 _RESTARTS = 8  # each restart leaves out at least one model; bounded anyway
@@ -39,7 +46,11 @@ class ServeSettings:
     server: ServerOptions = field(default_factory=ServerOptions)
     load_timeout: float = 60.0  # seconds the loads at start may take beyond startup_timeout
     keep_log: Path | None = None  # keep the server log here (default: removed on exit)
-    ready_file: Path | None = None  # written once every model is loaded or reported
+    ready_file: Path | None = None  # written once every model is loaded (allow_unavailable: the loadable ones)
+    allow_unavailable: bool = False  # serve the models that loaded and list the rest, rather than refuse
+    # The embedded Triton has no ONNX Runtime backend: in explicit mode its models are served by the stand-in
+    # validate --live uses, from a linked copy (a copy does not follow changes, so poll mode never stages one).
+    stand_in: bool = True
 
     def __post_init__(self) -> None:
         if not self.load_timeout > 0:
@@ -61,6 +72,33 @@ class Serving:
     server: TritonServer
     rows: tuple[ModelRow, ...]
     left_out: dict[str, str]  # model -> why it was not loaded (stub failed, still loading)
+
+
+_NAMED = 4  # models named in the one-line refusal; the table lists them all
+_STATUS_PREFIX = re.compile(r"^(?:[A-Z][a-z]+(?: [a-z]+)*: )+")  # Triton's "Internal: ", "Invalid argument: "
+
+
+def _short_reason(reason: str, limit: int = 120) -> str:
+    """A reason's first statement, without Triton's status prefix or the stub's traceback ("At: ...")."""
+    text = _STATUS_PREFIX.sub("", reason.split(" At: ")[0].split("\\n")[0])
+    text = text.split(". ")[0].strip() or "no reason given"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ModelsNotReady(RefusedError):
+    """The start settled with models that are not READY; ``rows`` is the whole table, reasons included."""
+
+    def __init__(self, rows: tuple[ModelRow, ...]) -> None:
+        self.rows = rows
+        bad = {r.name: r.reason for r in reversed(rows) if r.state != "READY"}  # one per model: its first row
+        names = sorted(bad)
+        named = ", ".join(f"{n} ({_short_reason(bad[n])})" for n in names[:_NAMED])
+        more = f" and {len(names) - _NAMED} more" if len(names) > _NAMED else ""
+        total = len({r.name for r in rows})
+        super().__init__(
+            f"{len(names)} of {total} models not ready: {named}{more}; fix {'it' if len(names) == 1 else 'them'}, "
+            "or pass --allow-unavailable to serve the models that loaded"
+        )
 
 
 def model_folders(repository: Path) -> tuple[str, ...]:
@@ -160,21 +198,72 @@ def write_ready_file(path: Path, server: TritonServer) -> None:
         raise UserError(f"--ready-file {path}: cannot write ({exc.strerror or exc})") from None
 
 
+def _remove_stale(path: Path) -> None:
+    """A ready file left by an earlier run would tell a probe this start is ready before it is."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise UserError(f"--ready-file {path}: cannot remove the old one ({exc.strerror or exc})") from None
+
+
 @contextlib.contextmanager
 def serve(repository: Path | str, settings: ServeSettings | None = None, progress: Progress | None = None) -> Iterator[Serving]:
-    """A started server with every model loaded or reported; stopped (and the ready file removed) on exit.
+    """A started server with every model loaded; stopped (and the ready file removed) on exit.
 
     ``repository`` is a folder or a remote URL (``s3://...``: the server reads it, see ``store.for_triton``).
-    ``progress`` gets one plain line per model as it loads.
+    ``progress`` gets one plain line per model as it loads. A model that is not READY once the start
+    settles raises ``ModelsNotReady`` (a ``RefusedError``, with ``rows``) after stopping the server,
+    unless ``settings.allow_unavailable``: then ``rows`` lists it and the rest is served.
     """
     settings = settings or ServeSettings()
     if not is_remote(str(repository)):
         repository = Path(repository)
         if not repository.is_dir():
             raise UserError(f"{repository}: no such folder; pass the model repository's path")
+    if settings.ready_file is not None:
+        _remove_stale(settings.ready_file)
+    with _stand_ins(repository, settings, progress) as served:
+        yield from _serve_started(served, settings, progress)
+
+
+def onnxruntime_models(repository: Path) -> tuple[str, ...]:
+    """Model folders whose config names Triton's ONNX Runtime backend (platform or backend)."""
+    found = []
+    for name in model_folders(repository):
+        config = repository / name / CONFIG_FILE
+        if not config.is_file() or config.is_symlink():
+            continue
+        text = config.read_text(encoding="utf-8", errors="replace")[: 1 << 20]
+        if re.search(r'platform:\s*"onnxruntime_onnx"|backend:\s*"onnxruntime"', text):
+            found.append(name)
+    return tuple(found)
+
+
+@contextlib.contextmanager
+def _stand_ins(repository: Path | str, settings: ServeSettings, progress: Progress | None) -> Iterator[Path | str]:
+    """The folder to serve: the repository, or a linked copy whose ONNX Runtime models run on the stand-in."""
+    if not isinstance(repository, Path) or not settings.stand_in or settings.server.mode != "explicit":
+        yield repository
+        return
+    names = onnxruntime_models(repository)
+    if not names or not locate_tritonserver(settings.server.tritonserver).bundled:
+        yield repository
+        return
+    if progress is not None:
+        progress(f"the embedded Triton has no ONNX Runtime backend: {', '.join(names)} served by the ONNX Runtime stand-in")
+    staged = stage_repository(repository, [StandIn(name) for name in names])
+    try:
+        yield staged.path
+    finally:
+        remove_stage(staged)
+
+
+def _serve_started(repository: Path | str, settings: ServeSettings, progress: Progress | None) -> Iterator[Serving]:
     server, left_out = _start(repository, settings, progress)
     try:
         serving = Serving(server, model_rows(server, left_out), left_out)
+        if not settings.allow_unavailable and any(row.state != "READY" for row in serving.rows):
+            raise ModelsNotReady(serving.rows)  # the finally stops the server; no ready file was written
         if settings.ready_file is not None:
             write_ready_file(settings.ready_file, server)
         yield serving

@@ -7,7 +7,9 @@ the stage changes is first unlinked, so nothing is ever written through a link i
 
 Each ONNX Runtime model named in ``stand_ins`` gets ``backend: "python"`` (Triton 2.51 loads
 ``platform: "onnxruntime_onnx"`` with ``backend: "python"``: measured) and, in each version folder, the
-stand-in ``model.py`` (``standin_onnx_model.py``) with a ``standin.json`` naming its ONNX file.
+stand-in ``model.py`` (``standin_onnx_model.py``) with a ``standin.json`` naming its ONNX file. For a
+server whose steps run on the target image's Python, ``packages`` names the folder holding onnxruntime for
+that Python (``image_python.standin_packages``): the stand-in alone puts it on its ``sys.path``.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def _version_folders(model: Path) -> Iterable[Path]:
             yield entry
 
 
-def _install_standin(model: Path) -> bool:
+def _install_standin(model: Path, packages: Path | None) -> bool:
     config_path = model / CONFIG_FILE
     text = config_path.read_text(encoding="utf-8", errors="replace") if config_path.is_file() else ""
     made = standin_config(text)
@@ -102,15 +104,21 @@ def _install_standin(model: Path) -> bool:
         return False  # the server refuses the config itself: leave it to say so
     config_text, onnx_file = made
     _replace_file(config_path, config_text)
-    settings = json.dumps({"onnx": onnx_file})
+    # An absolute path is fine: the stage is our own temporary folder, read on this machine only.
+    settings = json.dumps({"onnx": onnx_file} if packages is None else {"onnx": onnx_file, "packages": str(packages.resolve())})
     for version in _version_folders(model):
         _replace_file(version / "model.py", STANDIN_SOURCE.read_text(encoding="utf-8"))
         _replace_file(version / standin_onnx_model.SETTINGS_FILE, settings)
     return True
 
 
-def stage_repository(root: Path, stand_ins: Iterable[StandIn], parent: Path | None = None) -> StagedRepository:
+def stage_repository(
+    root: Path, stand_ins: Iterable[StandIn], parent: Path | None = None, *, packages: Path | None = None
+) -> StagedRepository:
     """A linked copy of ``root`` in a new temporary folder (under ``parent``), with the stand-ins installed.
+
+    ``packages``: where the stand-ins import onnxruntime from (an image-Python server); None: the stub's
+    own environment (the builder's venv).
 
     The caller removes ``path.parent`` (see ``remove_stage``) when done.
     """
@@ -118,7 +126,7 @@ def stage_repository(root: Path, stand_ins: Iterable[StandIn], parent: Path | No
     staged = folder / "repository"
     try:
         _mirror(root, staged)
-        installed = tuple(s.name for s in stand_ins if (staged / s.name).is_dir() and _install_standin(staged / s.name))
+        installed = tuple(s.name for s in stand_ins if (staged / s.name).is_dir() and _install_standin(staged / s.name, packages))
     except OSError as exc:
         shutil.rmtree(folder, ignore_errors=True)
         raise ToolError(f"cannot stage a copy of {root} for the live check in {folder}: {exc}") from None

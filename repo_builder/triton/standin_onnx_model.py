@@ -9,12 +9,16 @@ ONNX file with onnxruntime. Sources of the checks and messages (triton-inference
 the backend common ``CheckAllowedModelInput``/``CheckAllowedModelOutput``.
 
 This module runs inside the Python-backend stub: it imports nothing from repo_builder. What it needs
-(the ONNX file's name) comes from ``standin.json`` beside it, read at run time.
+(the ONNX file's name; on the target image's Python, the folder holding onnxruntime built for it) comes
+from ``standin.json`` beside it, read at run time.
 """
 
 from __future__ import annotations
 
+import glob
 import json
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -186,17 +190,40 @@ def op_libraries(config: Mapping[str, Any]) -> list[str]:
     return [str(p) for p in (operations.get("op_library_filename") or [])] if isinstance(operations, Mapping) else []
 
 
+def library_here(library: str) -> str:
+    """A library the config names in the image's system ``dist-packages`` (where the Dockerfile's pip install
+    puts it) is, for the stand-in, the same package in the Python running it; any other path as written."""
+    if os.path.exists(library) or "/dist-packages/" not in library:
+        return library
+    relative = library.split("/dist-packages/", 1)[1]
+    folder, name = os.path.split(relative)
+    stem = name.split(".cpython-", 1)[0]  # the file is named for the image's Python; this one may differ
+    for entry in sys.path:
+        found = sorted(glob.glob(os.path.join(entry, folder, glob.escape(stem) + "*.so")))
+        if os.path.exists(os.path.join(entry, relative)):
+            return os.path.join(entry, relative)
+        if found:
+            return found[0]
+    return library
+
+
 def _session(config: Mapping[str, Any]) -> Any:
+    settings = _settings()
+    packages = settings.get("packages")
+    # The image's Python has no onnxruntime: ours comes from a folder of its own, on this stub's path only
+    # (each model has its own stub process), appended so that it never shadows the image's numpy.
+    if packages and packages not in sys.path:
+        sys.path.append(str(packages))
     import onnxruntime  # heavy: imported by the stub only
 
-    onnx_file = Path(__file__).parent / str(_settings()["onnx"])
+    onnx_file = Path(__file__).parent / str(settings["onnx"])
     if onnx_file.is_dir():  # Triton accepts a model.onnx folder holding model.onnx (external data beside it)
         onnx_file = onnx_file / "model.onnx"
     options = onnxruntime.SessionOptions()
     try:
         # As the backend does (onnxruntime.cc): each library registered as written, before the session loads.
         for library in op_libraries(config):
-            options.register_custom_ops_library(library)
+            options.register_custom_ops_library(library_here(library))
         return onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime's own load errors: the backend refuses the model with them
         raise StandInRefusal(f"onnx runtime error: {' '.join(str(exc).split())}") from None

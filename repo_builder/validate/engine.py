@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import cast
 
 from repo_builder.validate.analysis.bounded import bounded_text
+from repo_builder.validate.analysis.deploy import deploy_options
+from repo_builder.validate.analysis.manifest import manifest
 from repo_builder.validate.analysis.positions import finding_position
 from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.records import (
@@ -94,13 +96,25 @@ def _summary(model: ModelEntry, refused: dict[str, bool]) -> ModelSummary:
     return ModelSummary(name=model.name, ok=not refused[model.name], versions=model.version_numbers, platform=platform)
 
 
+def _with_deploy_target(ctx: RuleContext) -> RuleContext:
+    """The context with the image Python steps are judged in decided (the flags', else the manifest's);
+    the manifest read here is the one the manifest rules use (kept in the context's facts)."""
+    options = deploy_options(ctx.options, manifest(ctx))
+    if options == ctx.options:
+        return ctx
+    judged = RuleContext(ctx.repository, options, ctx.refused)
+    judged.facts.update(ctx.facts)
+    return judged
+
+
 def check_repository(repository: Repository, options: ValidateOptions | None = None, rules: tuple[Rule, ...] | None = None) -> Report:
     """Judge a scanned repository: the repository as a whole, then members, then ensembles, which see
     their members' verdicts."""
     rules = RULES if rules is None else rules
     options = options or ValidateOptions()
     refused: dict[str, bool] = {}
-    ctx = RuleContext(repository, options, refused)
+    ctx = _with_deploy_target(RuleContext(repository, options, refused))
+    options = ctx.options
     root = repository.root
     diagnostics: list[Diagnostic] = [
         _diagnostic(r, f, None, root) for r in rules if r.repository_level for f in cast(RepositoryCheckFn, r.check)(ctx)
@@ -129,7 +143,14 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     summaries = tuple(_summary(m, refused) for m in repository.models) if not wrong_folder else ()
     order = {m.name: i for i, m in enumerate(repository.models)}
     diagnostics.sort(key=lambda d: (order.get(d.model or "", -1), d.code))
-    return Report(repository=repository, diagnostics=tuple(diagnostics), models=summaries, target=options.target)
+    return Report(
+        repository=repository,
+        diagnostics=tuple(diagnostics),
+        models=summaries,
+        target=options.target,
+        image=options.image_text,
+        deploy=options.deploy,
+    )
 
 
 def validate_repository(location: str | Path, options: ValidateOptions | None = None) -> Report:

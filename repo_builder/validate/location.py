@@ -13,6 +13,7 @@ from pathlib import Path
 from repo_builder.nvcf import check_forward_pattern
 from repo_builder.store.urls import is_remote
 from repo_builder.tensorrt_releases import expected_tensorrt, normalize_release
+from repo_builder.validate.analysis.deploy import FLAG_SOURCE, flag_target
 from repo_builder.validate.engine import check_repository
 from repo_builder.validate.records import Repository, ValidateOptions
 from repo_builder.validate.remote import DEFAULT_MAX_ONNX_BYTES, check_remote
@@ -66,18 +67,26 @@ def validate_options(
     live: bool,
     gpus: int | None = None,
     http_header_forward_pattern: str | None = None,
+    platform: str | None = None,
 ) -> ValidateOptions:
-    """The options of ``validate``'s flags: the TensorRT target checked (``check_tensorrt_target``) and
-    the deploy target's GPUs decided (``target_has_gpu``)."""
+    """The options of ``validate``'s flags: the TensorRT target checked (``check_tensorrt_target``), the
+    deploy target's GPUs decided (``target_has_gpu``) and the image Python steps are judged in
+    (``--triton-release`` and ``--platform``; without a release the engine takes the manifest's)."""
     triton_release, tensorrt_version = check_tensorrt_target(triton_release, tensorrt_version)
+    gpu_present = target_has_gpu(gpu if gpus is None else gpus > 0)
+    deploy, skipped = flag_target(triton_release, gpu_present, platform)
     return ValidateOptions(
         strict=strict,
         triton_release=triton_release,
         tensorrt_version=tensorrt_version,
         allow_pending=allow_pending,
-        gpu_present=target_has_gpu(gpu if gpus is None else gpus > 0),
+        gpu_present=gpu_present,
         gpu_count=gpus,
         http_header_forward_pattern=check_forward_pattern(http_header_forward_pattern),
+        deploy=deploy,
+        deploy_source=FLAG_SOURCE if deploy is not None else None,
+        deploy_skipped=skipped,
+        deploy_platform=platform,
     )
 
 

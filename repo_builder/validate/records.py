@@ -18,6 +18,8 @@ from repo_builder.compat import StrEnum
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
 
+    from repo_builder.deploy_target import DeployTarget
+
 
 class Severity(StrEnum):
     ERROR = "error"
@@ -160,6 +162,7 @@ class Repository:
 
 
 GPU_TARGET = "GPU server, all standard backends"
+MANIFEST_SOURCE = "repo-builder.json"  # ValidateOptions.deploy_source when the manifest chose the image
 CPU_TARGET = "CPU-only server, all standard backends"
 
 
@@ -177,11 +180,32 @@ class ValidateOptions:
     gpu_count: int | None = None  # how many (``--gpus N``): ids 0..N-1 exist; None: unknown
     # The target tritonserver's --http-header-forward-pattern (None: it forwards no headers; NVCF: 'NVCF-.*').
     http_header_forward_pattern: str | None = None
+    # The stock image judged against (--triton-release, else the release the manifest records): what a
+    # Python step may import, the Python and platform shipped packages must be built for. None: not judged.
+    deploy: DeployTarget | None = None
+    # What chose ``deploy`` ("--triton-release", "repo-builder.json"); with deploy None, set when the choice is
+    # final and says why nothing is judged (the engine then does not look at the manifest).
+    deploy_source: str | None = None
+    deploy_skipped: str | None = None
+    deploy_platform: str | None = None  # --platform without --triton-release: for the manifest's release
+    # With step_packages "dockerfile": the top-level modules the repository's Dockerfile installs in the image.
+    image_provides: tuple[str, ...] = ()
 
     @property
     def target(self) -> str:
         """The deploy target in words, for the report's first line and its JSON (``target``)."""
         return GPU_TARGET if self.gpu_present else CPU_TARGET
+
+    @property
+    def image_text(self) -> str:
+        """Which image Python steps were judged in, or why none was: the report says it rather than pass."""
+        deploy = self.deploy
+        if deploy is None:
+            return f"Python steps' imports not judged: {self.deploy_skipped or 'no --triton-release'}"
+        text = f"Python steps judged in {deploy.describe()}"
+        if deploy.step_packages == "dockerfile":
+            text += ", with the packages the repository's Dockerfile installs"
+        return text + (f" (from {self.deploy_source})" if self.deploy_source == MANIFEST_SOURCE else "")
 
 
 @dataclass(frozen=True)

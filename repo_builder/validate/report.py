@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from repo_builder.validate.records import GPU_TARGET, Diagnostic, Repository, Severity
+
+if TYPE_CHECKING:
+    from repo_builder.deploy_target import DeployTarget
 
 
 class LiveStatus:
@@ -65,6 +69,10 @@ class Report:
     target: str = GPU_TARGET  # the deploy target judged for (ValidateOptions.target), e.g. "CPU-only server, ..."
     # Findings the user set aside (--ignore, --select, inline comments): listed, never counted in the verdict.
     suppressed: tuple[Diagnostic, ...] = ()
+    # The image Python steps were judged in, in words, or why none was (ValidateOptions.image_text); None:
+    # the report does not say (built by hand).
+    image: str | None = None
+    deploy: DeployTarget | None = None  # that image, when one was judged
 
     @property
     def ok(self) -> bool:

@@ -19,7 +19,7 @@ from repo_builder.validate.records import FileEntry, ModelEntry, Repository, Ver
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-__all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "import_pb2", "parse_version_name", "read_config", "scan_repository"]
+__all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "import_pb2", "list_folder", "parse_version_name", "read_config", "scan_repository"]
 
 RESERVED_DIRS = SKIPPED_VERSION_FOLDERS  # the older name, kept for callers
 read_config = read_config_file  # the one config reader (repo_builder/triton_config.py), under the name validate uses
@@ -88,6 +88,25 @@ def _list(path: Path, root: Path) -> tuple[tuple[FileEntry, ...], str | None]:
         return tuple(_entry(c, root) for c in children), None
     except OSError as exc:
         return (), f"cannot list {path}: {exc.strerror or exc}"
+
+
+def list_folder(path: Path, root: Path, limit: int) -> tuple[tuple[FileEntry, ...], bool, str | None]:
+    """A folder below a version folder listed like the scan's own folders (links judged, never followed
+    out of ``root``), for the rules that look one level deeper (a step's ``site-packages``): at most
+    ``limit`` entries, sorted. Returns (entries, whether some were left out, why it cannot be listed)."""
+    kept: list[os.DirEntry[str]] = []
+    truncated = False
+    try:
+        with os.scandir(path) as it:
+            for child in it:
+                if len(kept) == limit:
+                    truncated = True
+                    break
+                kept.append(child)
+    except OSError as exc:
+        return (), False, f"cannot list {path.name}: {exc.strerror or exc}"
+    kept.sort(key=_by_name)
+    return tuple(_entry(c, root) for c in kept), truncated, None
 
 
 ConfigResult = tuple["ModelConfig | None", str | None, str | None, int | None, int | None]

@@ -147,7 +147,8 @@ def prepare_repository(work: Path) -> Path:
     repo_builder("export", "resnet50", "--weights", "random", "--no-parity", "--out", str(work / "resnet50"))
     make_text_model(work / "tiny_bert")
     repo_builder("export", "text-classifier", "--model", str(work / "tiny_bert"), "--no-parity", "--out", str(work / "text"))
-    common = ("--runtime", "python", "--out", str(repo))
+    # Served here on the builder's own Python: nothing to ship (torch, which --resize-with torch imports, never is).
+    common = ("--runtime", "python", "--out", str(repo), "--step-packages", "dockerfile")
     repo_builder("build", "resnet50", "--from-export", str(work / "resnet50"), "--name", IMAGE, "--resize-with", "torch", *common)
     repo_builder("build", "resnet50", "--from-export", str(work / "resnet50"), "--name", PILLOW, *common)
     # The previous default: one model instance, ONNX Runtime's own thread count, spin-waiting on.

@@ -79,7 +79,9 @@ def prepare_repository(work: Path) -> Path:
         return repo
     make_tiny_text_classifier(work / "tiny_bert")
     _repo_builder("export", "text-classifier", "--model", str(work / "tiny_bert"), "--no-parity", "--out", str(work / "text"))
-    common = ("--from-export", str(work / "text"), "--runtime", "python", "--out", str(repo))
+    # Served here on the builder's own Python: nothing to ship. The ONNX step's config names the library where the
+    # Dockerfile's image has it; the stand-in serving it here registers this machine's copy of the same package.
+    common = ("--from-export", str(work / "text"), "--runtime", "python", "--out", str(repo), "--step-packages", "dockerfile")
     _repo_builder("build", "text-classifier", "--name", PYTHON, *common)
     _repo_builder("build", "text-classifier", "--name", ONNX, "--preprocess", "onnx", *common)
     target = repo / BASELINE

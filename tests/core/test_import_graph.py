@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset({
             "<root>", "compat", "compile_recipe", "dtypes", "environment", "errors", "fsutil", "gpu",
             "guarded_read", "nvcf", "paths", "plan_format", "redact", "safe_paths", "signals", "spec",
-            "tensorrt_releases", "triton_layout", "triton_config", "onnx_io", "lazy_pb2",
+            "tensorrt_releases", "triton_layout", "triton_config", "onnx_io", "lazy_pb2", "triton_images", "deploy_target",
         }),
     ),
 )

@@ -50,7 +50,8 @@ def test_start_server_answers_from_bucket_when_given_s3_url_in_poll_mode(
 def test_serve_lists_bucket_models_when_given_triton_s3_form(bucket: tuple[str, str]) -> None:
     endpoint, url = bucket
     triton_url = f"s3://{endpoint.removeprefix('http://')}/{url.removeprefix('s3://')}"
-    with serve(triton_url, ServeSettings(ServerOptions(mode="explicit"), load_timeout=60)) as serving:
+    settings = ServeSettings(ServerOptions(mode="explicit"), load_timeout=60, allow_unavailable=True)  # scale: listed
+    with serve(triton_url, settings) as serving:
         states = {row.name: row.state for row in serving.rows}
     assert states["double"] == "READY" and states["pipeline"] == "READY"
     assert states["scale"] == "UNAVAILABLE"  # the embedded Triton has no ONNX Runtime backend

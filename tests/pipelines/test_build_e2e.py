@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from repo_builder.cli.main import main
+from repo_builder.triton_images import newest_release
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 TOP_K = 5
@@ -193,7 +194,8 @@ def test_build_live_loads_every_model_and_answers_when_asked(text_model: Path, t
     captured = capsys.readouterr()
     assert code == 0, captured.err
     validation = json.loads(captured.out)["validation"]
-    assert validation["command"].endswith(f"validate {tmp_path} --gpu --live") or validation["command"].endswith(f"validate {tmp_path} --no-gpu --live")
+    newest = newest_release()
+    assert validation["command"].endswith(f"validate {tmp_path} --gpu --triton-release {newest} --live")
     live = validation["live"]
     assert set(live) == {"text_classifier", "text_classifier_preprocess", "text_classifier_model", "text_classifier_postprocess"}
     assert all(v["loaded"] for v in live.values())

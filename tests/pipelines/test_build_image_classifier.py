@@ -49,9 +49,11 @@ def test_torchvision_preprocess_is_the_weights_own_transforms_when_exported(tmp_
 def efficientnet_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("efficientnet-repo")
     # Resized with torch (--resize-with): served here, the bicubic twin of torchvision's PIL resize; the resnet50
-    # end-to-end tests serve the default Pillow step.
+    # end-to-end tests serve the default Pillow step. torch is too large to ship: the image built from the
+    # Dockerfile has it (--step-packages dockerfile), and the embedded server here uses the builder's own.
     argv = ["build", "image-classifier", "--model", "torchvision:efficientnet_b0", "--weights", "random", "--runtime", "python",
-            "--out", str(repo), "--top-k", str(TOP_K), "--name", "effnet", "--resize-with", "torch", "--format", "json", "-q"]
+            "--out", str(repo), "--top-k", str(TOP_K), "--name", "effnet", "--resize-with", "torch", "--format", "json", "-q",
+            "--step-packages", "dockerfile"]
     assert main(argv) == 0
     return repo
 

@@ -17,10 +17,12 @@ def test_choose_runtime_picks_tensorrt_when_gpu_and_tensorrt_present() -> None:
     ("gpu", "trt"),
     [("no NVIDIA GPU found", None), (None, "a GPU is present but neither the TensorRT Python package nor trtexec is")],
 )
-def test_choose_runtime_picks_python_and_says_why_when_something_missing(gpu: str | None, trt: str | None) -> None:
+def test_choose_runtime_picks_the_images_onnxruntime_and_says_why_when_something_missing(gpu: str | None, trt: str | None) -> None:
+    # The target's image decides (every stock image has the ONNX Runtime backend), not what the embedded
+    # Triton here can load: ONNX Runtime inside the Python backend only when asked for (issue 35).
     choice = choose_runtime("auto", gpu_problem=gpu, tensorrt_problem=trt, defer_compile=False)
-    assert choice.runtime == "python"
-    assert (gpu or trt) in choice.reason
+    assert choice.runtime == "onnxruntime"
+    assert (gpu or trt) in choice.reason and "ONNX Runtime backend" in choice.reason
 
 
 def test_choose_runtime_picks_tensorrt_when_compile_deferred_without_gpu() -> None:

@@ -15,6 +15,7 @@ from repo_builder.export.tiny_embedder import make_tiny_sentence_transformer
 from repo_builder.export.tiny_models import make_tiny_text_classifier
 from repo_builder.pipelines.reference import check_reference
 from repo_builder.render.parse_back import parse_config
+from repo_builder.triton_images import image_row, newest_release
 
 pytest.importorskip("onnxruntime_extensions", reason="onnxruntime-extensions (the export extra) is not installed")
 
@@ -32,14 +33,19 @@ def test_text_classifier_served_without_python_preprocess_when_preprocess_onnx(t
     model = make_tiny_text_classifier(tmp_path / "bert")
     repo = tmp_path / "repo"
     capsys.readouterr()
-    code = main(["build", "text-classifier", "--model", str(model), "--out", str(repo), "--runtime", "python",
+    # The stock image has no onnxruntime-extensions: an image built from the Dockerfile installs it (issue 35).
+    code = main(["build", "text-classifier", "--model", str(model), "--out", str(repo), "--step-packages", "dockerfile",
                  "--preprocess", "onnx", "--live", "--format", "json", "-q"])
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["validation"]["ok"] is True, summary
     pre = repo / "text_classifier_preprocess"
     config = parse_config((pre / "config.pbtxt").read_text(), "preprocess")
     assert config.platform == "onnxruntime_onnx" and not (pre / "1" / "model.py").exists()
-    assert [Path(p).is_file() for p in config.model_operations.op_library_filename] == [True]
+    python = image_row(newest_release()).python
+    # The path where the Dockerfile's pip install puts the library in the image, never this machine's.
+    assert [p.startswith(f"/usr/local/lib/python{python}/dist-packages/onnxruntime_extensions/_extensions_pydll.")
+            for p in config.model_operations.op_library_filename] == [True]
+    assert "onnxruntime-extensions==" in (repo / "Dockerfile").read_text(encoding="utf-8")
     # text-classifier declares no reference check; --live above served the ensemble through the stand-in.
 
 
@@ -48,7 +54,7 @@ def test_text_embedder_matches_sentence_transformers_when_preprocess_onnx(tmp_pa
     model = make_tiny_sentence_transformer(tmp_path / "st", max_seq_length=48)
     repo = tmp_path / "repo"
     capsys.readouterr()
-    code = main(["build", "text-embedder", "--model", str(model), "--out", str(repo), "--runtime", "python",
+    code = main(["build", "text-embedder", "--model", str(model), "--out", str(repo), "--step-packages", "dockerfile",
                  "--preprocess", "onnx", "--live", "--format", "json", "-q"])
     assert code == 0, capsys.readouterr()
     report = check_reference(repo, minimum_cases=200)
@@ -69,6 +75,6 @@ def test_build_refuses_tokenizer_op_cannot_reproduce_when_preprocess_onnx(tmp_pa
     data["pre_tokenizer"] = {"type": "Whitespace"}
     (model / "tokenizer.json").write_text(json.dumps(data))
     err = _error(["build", "text-classifier", "--model", str(model), "--out", str(tmp_path / "repo"), "--runtime", "python",
-                  "--preprocess", "onnx", "--no-parity", "-q"], capsys)
+                  "--preprocess", "onnx", "--step-packages", "dockerfile", "--no-parity", "-q"], capsys)
     assert "tokenizer.json" in err and "Whitespace" in err and "--preprocess python" in err
     assert not (tmp_path / "repo").exists()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import queue
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 
 def read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
@@ -39,3 +41,18 @@ def stop_if_running(proc: subprocess.Popen[str], grace: float = 30.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Processes (not this one) whose command line contains ``text``: what a stopped server left behind."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{proc.name}: {cmdline[:200]}")
+    return found

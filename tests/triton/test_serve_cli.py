@@ -22,7 +22,7 @@ def test_serve_prints_table_and_stops_cleanly_when_signalled(tmp_path: Path, mod
     repo = write_double_repository(tmp_path / "repo")
     write_python_model(repo, "renamed", config='name: "other"\nbackend: "python"\n')
     proc = subprocess.Popen(
-        [sys.executable, "-m", "repo_builder", "serve", str(repo), "--model-control-mode", mode],
+        [sys.executable, "-m", "repo_builder", "serve", str(repo), "--model-control-mode", mode, "--allow-unavailable"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

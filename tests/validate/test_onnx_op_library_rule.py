@@ -22,18 +22,21 @@ def _model(repo: Path, library: str, platform_graph: bool = True) -> None:
                    {1: {"model.py": b"class TritonPythonModel:\n    pass\n"}})
 
 
-def test_op_library_passes_when_absolute_path_exists(repo: Path, tmp_path: Path) -> None:
+def test_op_library_refused_when_absolute_path_exists_only_on_this_machine(repo: Path, tmp_path: Path) -> None:
+    # Issue 35: a library that exists here proves nothing about the server; this machine is never looked at.
     library = tmp_path / "libortextensions.so"
     library.write_bytes(b"\x7fELF not really loaded")
     _model(repo, str(library))
-    assert "RB608" not in codes(validate(repo))
+    report = validate(repo)
+    assert "RB608" in codes(report, "m", Severity.ERROR)
+    assert any("build machine" in m for m in messages(report, "RB608"))
 
 
 def test_op_library_refused_when_absolute_path_missing(repo: Path, tmp_path: Path) -> None:
     _model(repo, str(tmp_path / "absent" / "libortextensions.so"))
     report = validate(repo)
     assert "RB608" in codes(report, "m", Severity.ERROR)
-    assert any("does not exist on this machine" in m for m in messages(report, "RB608"))
+    assert any("build machine" in m for m in messages(report, "RB608"))
 
 
 def test_op_library_refused_when_relative_to_model_folder(repo: Path) -> None:

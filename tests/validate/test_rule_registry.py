@@ -26,6 +26,7 @@ PREFIX = {
     "platform": "RB4",
     "model_files": "RB4",
     "dali": "RB4",
+    "python_env": "RB4",
     "ensemble_wiring": "RB5",
     "ensemble_types": "RB5",
     "onnx_io": "RB6",

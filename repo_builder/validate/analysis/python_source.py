@@ -68,15 +68,23 @@ def _python_problems(source: bytes, filename: str) -> tuple[PythonProblem, ...]:
     return tuple(_check_python_source(source, filename))
 
 
-def _check_python_source(source: bytes, filename: str) -> list[PythonProblem]:
+def parse_python(source: bytes, filename: str) -> ast.Module | PythonProblem:
+    """The module's syntax tree (``ast``, never imported), or why there is none: the one parser of
+    ``model.py`` files, so every rule says the same thing about a file it cannot read."""
     try:
-        tree = ast.parse(source, filename=filename)
+        return ast.parse(source, filename=filename)
     except SyntaxError as exc:
-        return [(f"{filename} does not parse: {exc.msg}", exc.lineno, exc.offset, Severity.ERROR)]
+        return (f"{filename} does not parse: {exc.msg}", exc.lineno, exc.offset, Severity.ERROR)
     except (ValueError, UnicodeDecodeError) as exc:  # null bytes, undecodable text
-        return [(f"{filename} is not Python source: {exc}", None, None, Severity.ERROR)]
+        return (f"{filename} is not Python source: {exc}", None, None, Severity.ERROR)
     except (RecursionError, MemoryError):  # one expression nested thousands deep: CPython's parser gives up
-        return [(TOO_DEEP.format(filename=filename), None, None, Severity.WARNING)]
+        return (TOO_DEEP.format(filename=filename), None, None, Severity.WARNING)
+
+
+def _check_python_source(source: bytes, filename: str) -> list[PythonProblem]:
+    tree = parse_python(source, filename)
+    if not isinstance(tree, ast.Module):
+        return [tree]
     names, classes, star = top_level_names(tree.body)
     if "TritonPythonModel" not in names:
         if star:

@@ -165,6 +165,23 @@ def target_text(report: Report) -> str:
     return clean(report.target)
 
 
+def image_text(report: Report) -> str | None:
+    """The image Python steps were judged in (``Triton 24.12 (nvcr.io/...:24.12-py3, Python 3.12, x86_64),
+    GPU server``), or why none was; None when the report does not say."""
+    return clean(report.image) if report.image is not None else None
+
+
+def image_json(report: Report) -> dict[str, Any] | None:
+    """The judged image as JSON: ``judged`` and ``text`` always, the target's fields when one was judged."""
+    if report.image is None:
+        return None
+    d = report.deploy
+    fields: dict[str, Any] = {"judged": d is not None, "text": exact(report.image)}
+    values = (d.release, d.image_name, d.python, d.platform, d.gpu, d.step_packages) if d is not None else (None,) * 6
+    fields.update(zip(("release", "image", "python", "platform", "gpu", "step_packages"), values, strict=True))
+    return fields
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]

@@ -12,6 +12,7 @@ from repo_builder.validate.report import ModelSummary, Report
 from repo_builder.validate.reporters.formatting import (
     RenderSettings,
     exact,
+    image_json,
     live_json,
     location,
     target_text,
@@ -67,9 +68,10 @@ def _model_json(m: ModelSummary) -> dict[str, Any]:
 
 def report_to_dict(report: Report, settings: RenderSettings | None = None) -> dict[str, Any]:
     """The JSON document. ``ok`` is the verdict under ``fail_on`` (the exit code's), ``target`` what the
-    repository was judged for (null when the report does not say)."""
+    repository was judged for (null when the report does not say), ``image`` which image Python steps were
+    judged in (absent when the report does not say)."""
     settings = settings or RenderSettings()
-    return {
+    document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "repo-builder", "version": __version__},
         "repository": location(report),
@@ -89,6 +91,10 @@ def report_to_dict(report: Report, settings: RenderSettings | None = None) -> di
             "acknowledged_refusals": [exact(name) for name in acknowledged_refusals(report)],
         },
     }
+    image = image_json(report)
+    if image is not None:
+        document["image"] = image
+    return document
 
 
 def render_json(report: Report, settings: RenderSettings | None = None) -> str:

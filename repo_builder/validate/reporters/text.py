@@ -14,6 +14,7 @@ from repo_builder.validate.reporters.formatting import (
     format_diagnostic_block,
     grouped,
     hidden_line,
+    image_text,
     line_start,
     location,
     summary_line,
@@ -56,6 +57,9 @@ def render_text(report: Report, settings: RenderSettings | None = None) -> str:
     quiet shows only models with warnings or errors."""
     settings = settings or RenderSettings()
     lines = [f"repository {location(report)}  (target: {target_text(report)})"]
+    image = image_text(report)
+    if image is not None:
+        lines.append(line_start(image))
     groups = [(name, summary, _shown(ds, settings)) for name, summary, ds in grouped(report)]
     clean_count = sum(1 for _, summary, ds in groups if not ds and summary is not None and summary.live is None)
     collapse = settings.quiet or (clean_count > MAX_CLEAN_LISTED and not settings.verbose)

@@ -13,8 +13,9 @@ from typing import cast
 
 from repo_builder.compile_recipe import RECIPE_FILE
 from repo_builder.triton_layout import MAX_PYTHON_BYTES
-from repo_builder.validate.analysis.files import UnsafeFile, read_bounded
+from repo_builder.validate.analysis.files import UnsafeFile
 from repo_builder.validate.analysis.python_source import check_python_source
+from repo_builder.validate.analysis.python_step import read_step_source
 from repo_builder.validate.analysis.resolve import (
     FILE_BACKENDS,
     TF_SAVEDMODEL,
@@ -239,7 +240,7 @@ def check_python_model(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]
             yield Finding(f"{name} is {entry.size} bytes; not checked", path=path, version=number, severity=Severity.INFO)
             continue
         try:
-            source = read_bounded(path, model.path.parent, MAX_PYTHON_BYTES)
+            source = read_step_source(path, model, ctx)  # kept for RB421, which reads the same file
         except UnsafeFile as exc:
             yield Finding(str(exc), path=path, version=number)
             continue

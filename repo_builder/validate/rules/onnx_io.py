@@ -6,11 +6,11 @@ every finding of a model is computed once (analysis/onnx_model.py) and each rule
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 from repo_builder.validate.analysis.onnx_model import check_onnx_model, onnx_filename
 from repo_builder.validate.analysis.resolve import model_backend
+from repo_builder.validate.analysis.server_paths import judge_server_path
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
 
@@ -133,15 +133,27 @@ def check_onnx_op_library(model: ModelEntry, ctx: RuleContext) -> Iterator[Findi
     that is ``dlopen``: an absolute path is opened as is, a path with a slash is taken from the server's
     working folder (never the model folder), a bare file name is searched on the library path. A library
     that is missing fails the load ("Failed to load library"), and a model using its ops (onnxruntime-extensions'
-    tokenizer: ``repo-builder build text-embedder --preprocess onnx``) cannot load without it. The check looks
-    for an absolute path on this machine (validate where the server runs, or ship the library to that path);
-    it never opens or loads the library. A bare file name cannot be checked offline and is reported as a
-    warning; ``validate --live`` loads it for real through the ONNX Runtime stand-in.
+    tokenizer: ``repo-builder build text-embedder --preprocess onnx``) cannot load without it.
 
-    Fails: ``op_library_filename: "1/libortextensions.so"`` (relative to the server's working folder), or an
-    absolute path that does not exist here.
+    An absolute path is judged as the target's server sees it, never by looking on this machine (a library
+    that exists here proves nothing about the server): a path into this machine's copy of the repository, its
+    home, a temporary or project folder or a virtual environment's ``site-packages`` is the build machine's,
+    and an error; so is one made for another Python than the image's (``python3.11/``,
+    ``.cpython-311-...so``). Inside the image's system Python (``/usr/local/lib/python3.12/dist-packages/M/``)
+    it passes when the target image has the module ``M`` (with ``--step-packages dockerfile``: when the
+    repository's Dockerfile installs it) and fails when it does not. Elsewhere in the image's folders
+    (``/opt``, ``/usr``, ``/lib``) validate cannot see and warns; a path naming this model's own file under
+    a mount point (``/models/m/1/lib.so``) warns that it loads only where the repository is mounted there.
+    The image is ``--triton-release``'s, else the one ``repo-builder.json`` records. A bare file name is
+    warned about too; ``validate --live`` loads it for real through the ONNX Runtime stand-in.
 
-    Passes: ``op_library_filename: "/opt/tritonserver/lib/libortextensions.so"`` with the library there.
+    Fails: ``op_library_filename: "1/libortextensions.so"`` (relative to the server's working folder), or
+    ``"/home/me/.venv/lib/python3.11/site-packages/onnxruntime_extensions/_extensions_pydll.cpython-311-x86_64-linux-gnu.so"``
+    (the build machine's).
+
+    Passes: ``"/usr/local/lib/python3.12/dist-packages/onnxruntime_extensions/_extensions_pydll.cpython-312-x86_64-linux-gnu.so"``
+    for a repository built with ``--step-packages dockerfile`` for 24.12, whose Dockerfile installs
+    onnxruntime-extensions there.
     """
     if model.config is None or not model.config.HasField("model_operations"):
         return
@@ -161,10 +173,23 @@ def check_onnx_op_library(model: ModelEntry, ctx: RuleContext) -> Iterator[Findi
         elif not library.startswith("/"):
             yield Finding(f"op library '{library}' is relative: ONNX Runtime opens it from the server's working folder, "
                           "not from the model folder", hint="give the library's absolute path on the server")
-        elif not os.path.isfile(library):
-            yield Finding(f"op library '{library}' does not exist on this machine; the model fails to load without it",
-                          hint="install onnxruntime-extensions' library at that path on the server (or rebuild with "
-                               "--op-library PATH), and validate there")
+        else:
+            yield from _absolute_library(library, model, ctx)
+
+
+_LIBRARY_HINT = (
+    "ONNX Runtime opens op_library_filename as written on the server, never from the model folder: name the path "
+    "where the target image has the library; for onnxruntime-extensions build an image that installs it "
+    "(repo-builder build ... --preprocess onnx --step-packages dockerfile writes that Dockerfile and names the "
+    "library's path in it), or pass --op-library PATH where your servers have it"
+)
+
+
+def _absolute_library(library: str, model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+    options = ctx.options
+    verdict = judge_server_path(library, model, ctx.repository.root, options.deploy, options.image_provides)
+    if verdict is not None:
+        yield Finding(f"op library '{library}' {verdict.reason}", hint=_LIBRARY_HINT, severity=verdict.severity)
 
 
 def applies(model: ModelEntry, ctx: RuleContext) -> bool:

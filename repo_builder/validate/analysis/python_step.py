@@ -1,0 +1,78 @@
+"""A Python-backend step as the stub will run it: the ``model.py`` of each version Triton loads, read once
+(bounded, never imported), its imports, and the environment it runs in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from repo_builder.triton_layout import MAX_PYTHON_BYTES
+from repo_builder.validate.analysis.files import UnsafeFile, read_bounded
+from repo_builder.validate.analysis.memo import model_fact
+from repo_builder.validate.analysis.python_imports import PythonImports, python_imports
+from repo_builder.validate.analysis.resolve import judged, resolve_backend
+from repo_builder.validate.analysis.versions import version_folder, versions_to_load
+from repo_builder.validate.records import ModelEntry, RuleContext, VersionDir
+
+EXECUTION_ENV_PATH = "EXECUTION_ENV_PATH"  # python_backend python_be.cc: the step's own packed environment
+
+
+@dataclass(frozen=True)
+class StepVersion:
+    """One loaded version of a Python step whose ``model.py`` was read (``imports.problem``: not parsed,
+    RB407 reports why)."""
+
+    number: int
+    folder: VersionDir
+    path: Path  # the model.py
+    imports: PythonImports
+
+
+def execution_env_path(model: ModelEntry) -> str | None:
+    """The ``EXECUTION_ENV_PATH`` parameter as written (None when absent; an empty value means none)."""
+    if model.config is None or EXECUTION_ENV_PATH not in model.config.parameters:
+        return None
+    return model.config.parameters[EXECUTION_ENV_PATH].string_value
+
+
+def is_python_step(model: ModelEntry, ctx: RuleContext) -> bool:
+    """A model the Python backend runs (``backend: "python"``, or a ``model.py`` it resolves to)."""
+    return judged(model, ctx) and not model.is_ensemble and resolve_backend(model).backend == "python"
+
+
+def read_step_source(path: Path, model: ModelEntry, ctx: RuleContext) -> bytes:
+    """The bytes of a step's source file (bounded, inside the repository; ``UnsafeFile`` otherwise). The last
+    file read is kept for the run: RB407 and RB421 read each ``model.py`` once between them, and no more than
+    one file is held whatever the repository's size."""
+    last = ctx.facts.get(read_step_source)
+    if last is not None and last[0] == path:
+        return cast(bytes, last[1])
+    source = read_bounded(path, model.path.parent, MAX_PYTHON_BYTES)
+    ctx.facts[read_step_source] = (path, source)
+    return source
+
+
+def _read(model: ModelEntry, ctx: RuleContext) -> tuple[StepVersion, ...]:
+    resolved = resolve_backend(model)
+    name = resolved.default_model_filename or "model.py"
+    steps = []
+    for number in versions_to_load(model):
+        v = version_folder(model, number)
+        entry = v.entry(name) if v is not None else None
+        if v is None or entry is None or entry.is_dir or entry.escapes or entry.size is None or entry.size > MAX_PYTHON_BYTES:
+            continue  # RB405 / RB407 / RB103 report these
+        try:
+            source = read_step_source(v.path / name, model, ctx)
+        except UnsafeFile:
+            continue  # RB407 reports it
+        steps.append(StepVersion(number, v, v.path / name, python_imports(source, name)))
+    return tuple(steps)
+
+
+def python_step_versions(model: ModelEntry, ctx: RuleContext) -> tuple[StepVersion, ...]:
+    """The loaded versions of a Python step with their parsed ``model.py`` (empty for other models)."""
+    if not is_python_step(model, ctx):
+        return ()
+    return model_fact(model, python_step_versions, lambda m: _read(m, ctx))
