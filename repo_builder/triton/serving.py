@@ -33,6 +33,7 @@ from repo_builder.triton.server import StartupHang, StartupTimeout, TritonServer
 from repo_builder.triton.server_log import explain_refusal, log_messages
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
 from repo_builder.triton.stub_hang import failed_stubs
+from repo_builder.triton_config import read_config_file
 from repo_builder.triton_layout import CONFIG_FILE
 
 Progress = Callable[[str], None]
@@ -227,14 +228,12 @@ def serve(repository: Path | str, settings: ServeSettings | None = None, progres
 
 
 def onnxruntime_models(repository: Path) -> tuple[str, ...]:
-    """Model folders whose config names Triton's ONNX Runtime backend (platform or backend)."""
+    """Model folders whose config names Triton's ONNX Runtime backend (platform or backend), read through the
+    bounded, guarded config reader; a config that does not parse is left for the server to refuse."""
     found = []
     for name in model_folders(repository):
-        config = repository / name / CONFIG_FILE
-        if not config.is_file() or config.is_symlink():
-            continue
-        text = config.read_text(encoding="utf-8", errors="replace")[: 1 << 20]
-        if re.search(r'platform:\s*"onnxruntime_onnx"|backend:\s*"onnxruntime"', text):
+        config = read_config_file(repository / name / CONFIG_FILE, repository).config
+        if config is not None and (config.platform == "onnxruntime_onnx" or config.backend == "onnxruntime"):
             found.append(name)
     return tuple(found)
 

@@ -101,7 +101,6 @@ EXCEPTIONS: dict[str, str] = {
     "triton/serving.py::write_ready_file::os.fdopen": WRITTEN + " (--ready-file)",
     "triton/image_python.py::_cache_lock::os.open": "not a read: the lock file of repo-builder's own cache (~/.cache/repo-builder)",
     "triton/image_python.py::_rewrite_prefix::path.read_bytes": "a venv repo-builder itself just made in its own cache",
-    "triton/serving.py::onnxruntime_models::config.read_text": "serve runs repository code anyway; which models the stand-in serves",
     "triton/standin.py::_install_standin::config_path.read_text": "--live's staged copy (hard links; live runs repository code anyway)",
     "triton/standin.py::_install_standin::STANDIN_SOURCE.read_text": OWN_DATA,
     "triton/standin_onnx_model.py::_settings::Path(__file__).parent / SETTINGS_FILE.read_text": "the stand-in's settings, written by --live",

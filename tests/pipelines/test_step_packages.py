@@ -101,3 +101,23 @@ def test_site_packages_line_names_the_target_python_when_rendered_for_a_target()
     env.globals["ship_python"] = "3.12"
     text = env.get_template("model/_site_packages.py.j2").render()
     assert "== '3.12'" in text and '"site-packages"' in text
+
+
+def test_installed_package_is_built_for_aarch64_when_the_target_platform_is_aarch64() -> None:
+    target = resolve_target("24.12", platform="aarch64")
+    folder, _ = installed_package(ShippedPackage("pillow", metadata.version("pillow"), ("PIL",)), target, lambda _: None)
+    tags = next(folder.glob("pillow-*.dist-info")).joinpath("WHEEL").read_text(encoding="utf-8")
+    assert "aarch64" in tags and "x86_64" not in tags
+    assert list(folder.rglob("*.cpython-312-aarch64-linux-gnu.so")), "compiled modules for the image's Python on aarch64"
+
+
+def test_merge_target_keeps_earlier_builds_needs_when_the_image_is_the_same() -> None:
+    from repo_builder.pipelines.step_packages import PackagePlan, merge_target, target_record
+
+    dockerfile = resolve_target("24.12", step_packages="dockerfile")
+    first = target_record(dockerfile, PackagePlan({}, (ShippedPackage("torch", "2.14.1", ("torch",)),)), "Dockerfile")
+    second = target_record(dockerfile, PackagePlan({}, (ShippedPackage("tokenizers", "0.23.3", ("tokenizers",)),)), "Dockerfile")
+    merged = merge_target(first, second)
+    assert merged["image_provides"] == {"torch": "torch==2.14.1", "tokenizers": "tokenizers==0.23.3"}
+    other = target_record(resolve_target("24.05", step_packages="dockerfile"), PackagePlan({}, ()), None)
+    assert merge_target(first, other) == other  # another image: the new build's needs alone
