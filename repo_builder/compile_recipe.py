@@ -37,6 +37,8 @@ class CompileSettings:
     opt_level: int | None = None
     workspace_mib: int | None = None
     per_capability: bool = False
+    # TensorRT 10's builder flags on an fp32 graph instead of precision in the graph (compile/precision.py).
+    precision_flags: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "profiles", tuple(self.profiles))
@@ -77,6 +79,7 @@ def settings_to_json(settings: CompileSettings) -> dict[str, Any]:
         "opt_level": settings.opt_level,
         "workspace_mib": settings.workspace_mib,
         "per_capability": settings.per_capability,
+        "precision_flags": settings.precision_flags,
     }
 
 
@@ -92,6 +95,8 @@ def settings_from_json(data: dict[str, Any]) -> CompileSettings:
         opt_level=data.get("opt_level"),
         workspace_mib=data.get("workspace_mib"),
         per_capability=bool(data.get("per_capability", False)),
+        # Recipes written before precision moved into the graph built with TensorRT 10's flags.
+        precision_flags=bool(data.get("precision_flags", "precision_flags" not in data)),
     )
 
 

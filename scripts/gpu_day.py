@@ -6,8 +6,8 @@
 On a machine with an NVIDIA GPU, Docker and the NVIDIA container toolkit, for the given Triton release it
 1. builds, in NVIDIA's TensorRT container of the same release (``nvcr.io/nvidia/tensorrt:YY.MM-py3``), a
    tiny image model through ``repo-builder compile`` with both builders (TensorRT's Python API and
-   ``trtexec``), with one and with two optimization profiles, in fp32 and in fp16 (TensorRT 10: the fp16
-   builder flag on the fp32 ONNX; TensorRT 11: strongly typed, from an ONNX that computes in float16);
+   ``trtexec``), with one and with two optimization profiles, in fp32 and in fp16 (strongly typed on
+   TensorRT 10 and 11: on 10 ``compile`` converts the fp32 ONNX, on 11 the ONNX computes in float16);
 2. validates the repository there (``repo-builder validate --gpu``: RB7xx with the engines themselves) and
    runs the repository's own ``gpu``-marked tests (real builds through ``compile`` and ``compile-pending``);
 3. loads every plan in the real ``tritonserver`` of that release (``nvcr.io/nvidia/tritonserver:YY.MM-py3``)

@@ -19,12 +19,15 @@ from repo_builder.cli.options import Output, check_output_file, load_generator_o
 from repo_builder.errors import UserError
 from repo_builder.live.request import InputFile, parse_input_file
 from repo_builder.pipelines.reference import bench_with_reference, format_family_bench
+from repo_builder.precision.gate import recorded_precision
 from repo_builder.report import bench_document, check_output, parse_record, write_report
 from repo_builder.report.charts import require_plotting
 from repo_builder.report.run_info import repository_digest
+from repo_builder.repository.manifest import read_manifest
 from repo_builder.triton import start_server
 from repo_builder.triton.bench import ModelBench, bench_model, default_models
 from repo_builder.triton.bench_assets import SERVER_ARGS, asset_requests, needs_forwarding
+from repo_builder.triton.bench_inputs import format_inputs
 from repo_builder.triton.bench_limits import check_concurrency
 from repo_builder.triton.perf_analyzer import LoadGenerator, choose
 
@@ -62,7 +65,10 @@ def _files_for(model: str, files: Sequence[tuple[InputFile, bytes]]) -> dict[str
 
 def format_bench(result: ModelBench) -> str:
     generators = sorted({level.load_generator for level, _ in result.levels})
-    lines = [f"{result.model} (load generator: {', '.join(generators) or 'none'})", "  conc  req/s  items/s  p50 ms  p90 ms  p99 ms  errors  slowest step (queue / compute ms per request)"]
+    lines = [f"{result.model} (load generator: {', '.join(generators) or 'none'})"]
+    if result.inputs:
+        lines.append(f"  {format_inputs(list(result.inputs))}")
+    lines += ["  conc  req/s  items/s  p50 ms  p90 ms  p99 ms  errors  slowest step (queue / compute ms per request, measured window)"]
     for row in result.to_json()["levels"]:
         slowest = next((s for s in row["steps"] if s["model"] == row["slowest_step"]), None)
         where = f"{slowest['model']} ({slowest['queue_ms']:.1f} / {slowest['compute_ms']:.1f})" if slowest else "-"
@@ -144,11 +150,15 @@ def command(
                 click.echo(text)  # as each model finishes
             results.append(entry)
             errors += sum(level.errors for level, _ in result.levels)
+    manifest = read_manifest(repository)
+    precision = [f"{name}: {recorded_precision(manifest, name)}" for name in names if recorded_precision(manifest, name) != "fp32"]
     settings = {"concurrency": list(concurrency), "seconds": seconds, "warmup": warmup,
+                **({"precision": precision} if precision else {}),  # the gate's figures beside the speed (docs/precision.md)
                 "inputs": sorted({f.name for f, _ in files}) or "synthesized", "load_generator": generator.kind,
                 **({"load_generator_note": generator.note} if generator.note else {})}
     document = bench_document(repository, results, settings=settings, server_version=server_version, digest=digest)
-    _write_results(document, texts, output, json_path, report_path, repository.name)
+    for line in _write_results(document, texts, output, json_path, report_path, repository.name):
+        output.progress(line)
     return 1 if errors else 0
 
 
@@ -178,13 +188,20 @@ def _check_options(reference: bool, reference_model: Path | None, threads: int |
 
 
 def _write_results(document: dict[str, Any], texts: list[str], output: Output, json_path: Path | None,
-                   report_path: Path | None, label: str) -> None:
+                   report_path: Path | None, label: str) -> list[str]:
+    """Write the results where asked; one line per file written, to print."""
     text = json.dumps(document, indent=2)
+    wrote = []
     if output.json:
         output.report(text)
     elif output.path is not None:
         output.report("\n".join(texts))
+    if output.path is not None:
+        wrote.append(f"wrote {output.path} (the results as {'JSON' if output.json else 'text'})")
     if json_path is not None:
         Output(path=json_path).report(text)
+        wrote.append(f"wrote {json_path} (the results as JSON)")
     if report_path is not None:
         write_report([parse_record(document, str(json_path or "not written (no --json)"), label)], report_path)
+        wrote.append(f"wrote {report_path} (the HTML report)")
+    return wrote

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,12 @@ from repo_builder.cli.options import (
     output_file_option,
     target_line,
 )
+from repo_builder.errors import UserError
 from repo_builder.export.progress import Phases
 from repo_builder.pipelines.build_check import CheckRequest
 from repo_builder.pipelines.build_request import BuildOutcome, BuildRequest, build
-from repo_builder.pipelines.registry import FAMILIES, Family
+from repo_builder.pipelines.nvcf_assets import gate_forward_pattern
+from repo_builder.pipelines.registry import FAMILIES, Family, FamilyOption
 from repo_builder.pipelines.request_options import BUILD_OPTIONS, CHECK_OPTIONS, request_fields
 
 Log = Callable[[str], None]
@@ -37,7 +39,6 @@ def _stderr(message: str) -> None:
     click.echo(message, err=True)
 
 
-common_options = option_group(*(family_option(o) for o in BUILD_OPTIONS))  # declared once: pipelines/request_options.py
 
 # The validation build ends with: the same flags as `repo-builder validate`, and build prints that command.
 check_options = option_group(*(family_option(o) for o in CHECK_OPTIONS[:1]), gpu_option, *(family_option(o) for o in CHECK_OPTIONS[1:]))
@@ -52,12 +53,13 @@ output_options = option_group(
 )
 
 
-def check_request(kwargs: dict[str, Any]) -> CheckRequest:
-    return CheckRequest(gpu=kwargs["gpu"], **request_fields(kwargs, CHECK_OPTIONS))
+def check_request(kwargs: dict[str, Any], params: Mapping[str, Any] | None = None) -> CheckRequest:
+    return CheckRequest(gpu=kwargs["gpu"], http_header_forward_pattern=gate_forward_pattern(params or {}),
+                        **request_fields(kwargs, CHECK_OPTIONS))
 
 
 def build_request(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) -> BuildRequest:
-    return BuildRequest(family=chosen.command, params=params, check=check_request(kwargs), **request_fields(kwargs))
+    return BuildRequest(family=chosen.command, params=params, check=check_request(kwargs, params), **request_fields(kwargs))
 
 
 def _print_summary(built: BuildOutcome, output: Output, target: str) -> None:
@@ -93,8 +95,28 @@ def run_build(chosen: Family, params: dict[str, Any], kwargs: dict[str, Any]) ->
     return 0 if outcome.ok else 1
 
 
+def _unread_option(chosen: Family, option: FamilyOption) -> Callable[[Any], Any]:
+    """A per-family shared option this family does not read: not in its --help, refused when given."""
+    flag = option.flags[0]
+    readers = ", ".join(f.command for f in FAMILIES.values() if option.dest in f.shared_options)
+
+    def refuse(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value is not None:
+            raise UserError(f"{flag}: build {chosen.command} does not read it (only {readers} do); drop {flag}")
+        return option.default
+
+    return click.option(*option.flags, option.dest, default=None, hidden=True, expose_value=True, callback=refuse)
+
+
+def family_shared_options(chosen: Family) -> Callable[[Any], Any]:
+    """The shared build options as ``chosen`` lists them: a ``per_family`` one only when it reads it."""
+    return option_group(*(family_option(o) if not o.per_family or o.dest in chosen.shared_options else _unread_option(chosen, o)
+                          for o in BUILD_OPTIONS))
+
+
 def family_command(chosen: Family) -> click.Command:
-    """The ``build <family>`` subcommand: the family's own options, --from-export, then the shared ones."""
+    """The ``build <family>`` subcommand: the family's own options, --from-export, then the shared ones
+    (those it reads: ``--top-k``/``--labels`` only for the families whose ``shared_options`` name them)."""
     own = {o.dest for o in chosen.options} | {"from_export"}
 
     def callback(**kwargs: Any) -> int:
@@ -105,7 +127,7 @@ def family_command(chosen: Family) -> click.Command:
         *(family_option(o) for o in chosen.options),
         click.option("--from-export", type=click.Path(path_type=Path), default=None,
                      help=f"Build from an existing 'repo-builder export' folder ({chosen.task}) instead of exporting."),
-        common_options,
+        family_shared_options(chosen),
         check_options,
         output_options,
     ]

@@ -123,8 +123,10 @@ def command(
             write_text_atomic(json_path, json.dumps(result.document, indent=2) + "\n")
         except OSError as exc:
             raise UserError(f"{json_path}: cannot write the search record ({exc.strerror or exc})") from None
+        out.progress(f"wrote {json_path} (the search record)")
     if report_path is not None:
         write_report([parse_record(result.document, str(json_path or repository), repository.name)], report_path, budget_ms=p99_ms)
+        out.progress(f"wrote {report_path} (the HTML report)")
     feasible = request.objective.feasible(result.search.best)
     if not feasible:
         click.echo(f"no setting met the budget (p99 <= {p99_ms:g} ms); nothing written", err=True)

@@ -21,7 +21,6 @@ from repo_builder.cli.options import (
     endpoint_options,
     gpu_option,
     quiet_option,
-    timeout_option,
     verbose_option,
 )
 from repo_builder.deploy_target import PLATFORMS
@@ -30,6 +29,7 @@ from repo_builder.errors import ToolError, UserError
 from repo_builder.fsutil import write_text_atomic
 from repo_builder.safe_paths import ReportWrite, report_write, write_in_place
 from repo_builder.store.deadline import store_deadline
+from repo_builder.store.urls import is_remote
 from repo_builder.tensorrt_releases import known_releases
 from repo_builder.validate.live_codes import DEFAULT_LOAD_TIMEOUT
 from repo_builder.validate.location import validate_location, validate_options
@@ -106,6 +106,28 @@ def write_report_file(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot write the report ({exc.strerror or exc}); choose another path") from None
 
 
+def printable(text: str, encoding: str | None, fmt: str = "text") -> str:
+    """``text`` as a stream of ``encoding`` can carry it: what the encoding cannot represent becomes an
+    escape (``\\u20ac`` in text, ``&#8364;`` in XML; JSON and SARIF are ASCII already), so a latin-1
+    terminal still gets the verdict, and the exit code stays the verdict's."""
+    try:
+        text.encode(encoding or "utf-8")
+        return text
+    except LookupError:  # an encoding Python does not know: leave it to the stream
+        return text
+    except UnicodeEncodeError:
+        pass
+    if fmt == "junit":  # character references are XML's own escapes, valid whatever the declared encoding
+        return text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+    return text.encode(encoding or "utf-8", "backslashreplace").decode(encoding or "utf-8")
+
+
+def echo(text: str, *, err: bool = False, fmt: str = "text", nl: bool = True) -> None:
+    """``click.echo`` of ``text`` escaped for the stream's encoding (``printable``)."""
+    stream = sys.stderr if err else sys.stdout
+    click.echo(printable(text, getattr(stream, "encoding", None), fmt), err=err, nl=nl)
+
+
 def emit(report: Report, targets: tuple[ReportTarget, ...], settings: RenderSettings) -> None:
     """Render each target; stdout gets colour on a terminal; with every report in files, stderr gets the
     summary line (unless quiet)."""
@@ -113,11 +135,31 @@ def emit(report: Report, targets: tuple[ReportTarget, ...], settings: RenderSett
     for target in targets:
         if target.path is None:
             colored = replace(settings, color=color and target.fmt == "text")
-            click.echo(render_report(report, target.fmt, settings=colored), nl=False)
+            echo(render_report(report, target.fmt, settings=colored), fmt=target.fmt, nl=False)
         else:
             write_report_file(target.path, render_report(report, target.fmt, settings=settings))
     if all(t.path is not None for t in targets) and not settings.quiet:
-        click.echo(summary_line(report, settings.fail_on), err=True)
+        echo(summary_line(report, settings.fail_on), err=True)
+
+
+MAX_PATH_BYTES = 4096  # Linux's PATH_MAX: a longer path fails in every call that takes it
+MAX_NAME_BYTES = 255  # NAME_MAX: one folder or file name
+
+
+def check_repository_path(path: str) -> None:
+    """A local repository path the system cannot take (over 4,096 bytes, or a name over 255) is the
+    user's mistake, said in one line before anything is read, not a failure of the machine (exit 3)."""
+    if is_remote(path):
+        return
+    raw = os.fsencode(path)
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if len(raw) <= MAX_PATH_BYTES and longest <= MAX_NAME_BYTES:
+        return
+    shown = path if len(path) <= 80 else f"{path[:40]}…{path[-40:]}"
+    what = f"{len(raw):,} bytes long (at most {MAX_PATH_BYTES:,})" if len(raw) > MAX_PATH_BYTES else (
+        f"holds a name of {longest:,} bytes (at most {MAX_NAME_BYTES})"
+    )
+    raise UserError(f"{shown}: the repository path is {what}; pass a shorter path (e.g. run from a folder closer to it)")
 
 
 def _check_live_options(live: bool, tritonserver: str | None, load_timeout: float, allow_unproven: bool, inputs: tuple[str, ...]) -> None:
@@ -126,6 +168,10 @@ def _check_live_options(live: bool, tritonserver: str | None, load_timeout: floa
     if load_timeout <= 0:
         raise click.UsageError("--load-timeout must be positive")
 
+
+# A CI gate against a store that accepts connections and never answers must end (exit 3) within a minute;
+# publish and pull keep 900 s (cli/options.py), since they move whole repositories.
+VALIDATE_STORE_TIMEOUT = 45.0
 
 _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH writes that format to a file (folders are created). " + "; ".join(
     f"{r.name}: {r.description}" for r in REPORTERS.values()
@@ -163,6 +209,12 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     help="The TensorRT version plans must match (wins over --triton-release; for releases not in the table).",
 )
 @click.option("--allow-pending", is_flag=True, help="TensorRT plans still to be compiled are warnings, not errors.")
+@click.option(
+    "--strict-manifest",
+    is_flag=True,
+    help="Every file changed since build (RB002) is an error, not only those Triton or a step reads to load "
+    "and answer (a README.md removed from an ensemble's version folder is otherwise a warning).",
+)
 @gpu_option
 @click.option(
     "--live",
@@ -233,7 +285,15 @@ _FORMAT_HELP = "Report format [default: text to stdout]; repeatable: NAME=PATH w
     "[tool.repo-builder.validate] from the working folder up].",
 )
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
-@timeout_option
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=VALIDATE_STORE_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="For a repository in an object store: give up on the store after this long in total (retries and hanging calls "
+    "included; exit 3). Sized for a CI gate; raise it for a large or slow store.",
+)
 @quiet_option
 @verbose_option
 def command(
@@ -246,6 +306,7 @@ def command(
     platform: str | None,
     tensorrt_version: str | None,
     allow_pending: bool,
+    strict_manifest: bool,
     gpu: bool | None,
     gpus: int | None,
     http_header_forward_pattern: str | None,
@@ -272,6 +333,7 @@ def command(
     fails synthesized inputs is "not proven", a warning: add --fail-on warning to gate on it.
     """
     check_quiet_verbose(quiet, verbose)
+    check_repository_path(path)
     _check_live_options(live, tritonserver, load_timeout, allow_unproven, inputs)
     live_run: Callable[..., Report] | None = None
     if live:
@@ -296,6 +358,7 @@ def command(
         http_header_forward_pattern=http_header_forward_pattern,
         platform=platform,
     )
+    options = replace(options, strict_manifest=strict_manifest)
     if isolated and config_file is not None:
         raise click.UsageError("--isolated ignores configuration files; drop --config or --isolated")
     rules = resolve_rule_config(RuleChoice(select=select, ignore=ignore, config=config_file, isolated=isolated))
@@ -308,7 +371,7 @@ def command(
         report = judge(path, options, s3_endpoint=endpoint_url, max_download_bytes=max_download << 20)
     report = apply_rule_config(report, rules)
     for pattern in () if quiet else needs_reason(report, rules):
-        click.echo(
+        echo(
             f"note: --ignore {pattern} left its errors in place (Triton refuses those models); "
             f"to set them aside, give a reason: --ignore '{pattern}:why'",
             err=True,

@@ -262,7 +262,7 @@ def _precheck(todo: Sequence[PendingPlan], envs: dict[str, BuildEnvironment], bu
         _read_config(r.version_dir.parent / CONFIG_FILE)
         env = envs[builder or r.recipe.settings.builder]
         try:
-            choose_precision(r.recipe.settings.precision, env.tensorrt_major, read_onnx_facts(onnx))
+            choose_precision(r.recipe.settings.precision, env.tensorrt_major, read_onnx_facts(onnx), flags=r.recipe.settings.precision_flags)
         except UserError as exc:
             raise UserError(f"{r.model}/{r.version}: {exc}; nothing was built") from None
 

@@ -194,7 +194,7 @@ def compile_plan(
     out_dir = Path(out_dir)
     profiles = check_compile_inputs(onnx_path, signature, settings)
     env = require_build_environment(settings.builder, device)
-    precision = choose_precision(settings.precision, env.tensorrt_major, read_onnx_facts(onnx_path))
+    precision = choose_precision(settings.precision, env.tensorrt_major, read_onnx_facts(onnx_path), flags=settings.precision_flags)
     dynamic = tuple(t.name for t in signature.inputs if t.dynamic_axes)
     name = plan_filename(env.gpu.compute_capability, settings.per_capability)
     prepare_out_dir(out_dir)

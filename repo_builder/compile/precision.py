@@ -1,10 +1,12 @@
-"""How a requested precision becomes a TensorRT build, for TensorRT 10 (builder flags) and 11 (strongly typed).
+"""How a requested precision becomes a TensorRT build, for TensorRT 10 and 11: decided in the graph.
 
-TensorRT 10 takes reduced precision as builder flags (FP16, BF16, INT8) and picks per layer. TensorRT 11
-builds strongly typed networks only: every tensor keeps the type the ONNX gives it, there are no
-precision flags, and trtexec dropped ``--fp16``/``--int8``/``--best``. So with 11 a float16 build needs an
-ONNX that already computes in float16. INT8 needs a Q/DQ (explicitly quantized) ONNX with either
-version: this tool does not calibrate. (NVIDIA's TensorRT 10.x -> 11.x migration guide; on 11 the
+TensorRT 11 builds strongly typed networks only: every tensor keeps the type the ONNX gives it, there are
+no precision flags, and trtexec dropped ``--fp16``/``--int8``/``--bf16``/``--best``. So precision is written
+into the ONNX: a float16/bfloat16 graph (``precision.convert``), or Q/DQ nodes for int8
+(``precision.quantize``, calibrated and gated by ``build --precision int8``). TensorRT 10 builds such a graph
+strongly typed too, the same plan on both majors. TensorRT 10's builder flags (FP16, BF16, INT8 on an fp32
+graph, TensorRT picking per layer) remain, on request only (``precision_flags``; recipes written before
+precision moved into the graph ask for them). (NVIDIA's TensorRT 10.x -> 11.x migration guide; on 11 the
 STRONGLY_TYPED creation flag and trtexec's ``--stronglyTyped`` are accepted but no longer needed.)
 """
 
@@ -55,33 +57,43 @@ def read_onnx_facts(onnx_path: Path) -> OnnxFacts:
     return OnnxFacts(floats, qdq)
 
 
-def choose_precision(precision: str, tensorrt_major: int, facts: OnnxFacts) -> PrecisionChoice:
-    """Decide flags / strong typing, or refuse with what to do instead."""
+def carries(precision: str, facts: OnnxFacts) -> bool:
+    """Whether the graph itself computes in ``precision`` (fp32 always does)."""
+    if precision == "int8":
+        return facts.has_qdq
+    return precision == "fp32" or _ONNX_TYPE[precision] in facts.float_types
+
+
+def choose_precision(precision: str, tensorrt_major: int, facts: OnnxFacts, *, flags: bool = False) -> PrecisionChoice:
+    """Decide strong typing (or, on request with TensorRT 10, builder flags), or refuse with what to do instead."""
     if precision == "int8" and not facts.has_qdq:
         raise UserError(
-            "--precision int8 needs an ONNX with QuantizeLinear/DequantizeLinear nodes (explicit quantization); "
-            "this tool does not calibrate: quantize the model first (e.g. NVIDIA ModelOpt) or pick fp16"
+            "--precision int8 needs an ONNX with QuantizeLinear/DequantizeLinear nodes (explicit quantization): "
+            "'repo-builder build ... --precision int8 --calibration-data DIR --accuracy-data DIR' calibrates and gates one, "
+            "or quantize it with another tool (NVIDIA ModelOpt), or pick fp16"
         )
-    if tensorrt_major <= 10:
-        flags = _FLAGS_TRT10[precision]
+    if tensorrt_major <= 10 and (flags or precision == "fp32"):
+        flag_names = _FLAGS_TRT10[precision]
         if precision == "fp32":
             note = f"TensorRT {tensorrt_major}: fp32, no reduced-precision builder flags"
         elif precision == "int8":
-            note = f"TensorRT {tensorrt_major}: builder flags INT8+FP16; Q/DQ nodes place the int8 layers"
+            note = f"TensorRT {tensorrt_major}: builder flags INT8+FP16 (on request); Q/DQ nodes place the int8 layers"
         else:
-            note = f"TensorRT {tensorrt_major}: builder flag {flags[0]} (TensorRT picks {precision} per layer where faster)"
-        return PrecisionChoice(precision, tensorrt_major, False, flags, (note,))
-    # TensorRT 11 and later: strongly typed only.
+            note = f"TensorRT {tensorrt_major}: builder flag {flag_names[0]} on request (TensorRT picks {precision} per layer where faster)"
+        return PrecisionChoice(precision, tensorrt_major, False, flag_names, (note,))
     base = f"TensorRT {tensorrt_major}: strongly typed network, tensor types follow the ONNX"
+    if flags and precision != "fp32":
+        base += f" (TensorRT {tensorrt_major} has no precision flags: the flags asked for do not apply)"
     if precision in _ONNX_TYPE:
         wanted = _ONNX_TYPE[precision]
         if wanted not in facts.float_types:
             raise UserError(
                 f"--precision {precision} with TensorRT {tensorrt_major}: networks are strongly typed and this ONNX "
                 f"has no {wanted} tensors (it computes in {', '.join(sorted(facts.float_types)) or 'no float type'}); "
-                f"convert it first with ModelOpt AutoCast ('python -m modelopt.onnx.autocast --onnx_path model.onnx "
-                f"--output_path model_fp16.onnx', NVIDIA's TensorRT 11 migration path) "
-                f"or pass --precision fp32"
+                f"'repo-builder compile --precision {precision}' converts it, 'repo-builder build --precision {precision} "
+                f"--accuracy-data DIR' converts and gates it"
+                + (", or pass --precision-flags for TensorRT 10's builder flags" if tensorrt_major <= 10 else "")
+                + ", or pass --precision fp32"
             )
         return PrecisionChoice(precision, tensorrt_major, True, (), (f"{base} ({wanted} from the model itself)",))
     if precision == "int8":

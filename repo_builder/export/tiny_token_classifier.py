@@ -39,3 +39,33 @@ def make_tiny_token_classifier(out_dir: Path, *, seed: int = 0, labels: tuple[st
         torch.nn.init.normal_(model.classifier.weight, std=HEAD_STD)
     model.save_pretrained(str(out_dir))
     return out_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m repo_builder.export.tiny_token_classifier OUT``: the tiny NER model as a model folder, offline.
+
+    For trying ``build token-classifier`` with no network and no Hub download: random weights, so its entities
+    mean nothing; the tokenizer, the pre/post steps and the serving are real.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m repo_builder.export.tiny_token_classifier",
+        description="Save a tiny BERT token classifier (NER; random weights) and its tokenizer to OUT, offline.",
+    )
+    parser.add_argument("out", type=Path, help="folder to create (must be new or empty)")
+    parser.add_argument("--labels", default=",".join(TINY_NER_LABELS),
+                        help=f"comma-separated labels, O first (default: {','.join(TINY_NER_LABELS)})")
+    parser.add_argument("--seed", type=int, default=0, help="weights' random seed (default: 0)")
+    args = parser.parse_args(argv)
+    labels = tuple(label.strip() for label in args.labels.split(","))
+    if not all(labels) or len(set(labels)) != len(labels):
+        parser.error("--labels must be distinct, non-empty names separated by commas")
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        parser.error(f"{args.out}: exists and is not an empty folder; choose a new folder")
+    print(make_tiny_token_classifier(args.out, seed=args.seed, labels=labels))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -30,6 +30,8 @@ from repo_builder.pipelines.step_packages import (
     provide_packages,
     target_record,
 )
+from repo_builder.precision.answers import REFERENCE_FILE
+from repo_builder.precision.gate import PrecisionPlan, describe, reduce_precision
 from repo_builder.render.context import check_tensor_name
 from repo_builder.render.environment import make_environment
 from repo_builder.render.rendered import RenderedModel
@@ -66,6 +68,7 @@ class BuildOptions:
     # Where the repository will run (--triton-release, --gpu, --platform, --step-packages); None: build for
     # no particular image (nothing shipped, no target recorded), as library callers did before targets.
     target: DeployTarget | None = None
+    precision: PrecisionPlan | None = None  # --precision fp16|bf16|int8: the model step reduced and gated
 
     def __post_init__(self) -> None:
         check_version(self.version)
@@ -190,8 +193,39 @@ def read_task_export(folder: Path, task: str, keys: tuple[str, ...] = ()) -> Onn
     return artifact
 
 
-# render(env, the model step's source, the export, versions by model name) -> every model of the pipeline.
-Renderer = Callable[[Any, ModelSource, OnnxArtifact, Mapping[str, int]], tuple[RenderedModel, ...]]
+# render(env, the model step's source, the export, versions by model name, settings or None for the build's own)
+# -> every model of the pipeline.
+Renderer = Callable[[Any, ModelSource, OnnxArtifact, Mapping[str, int], PipelineSettings | None], tuple[RenderedModel, ...]]
+
+
+def reduce_model_step(options: BuildOptions, artifact: OnnxArtifact, render: Renderer, work: Path, log: Log) -> tuple[OnnxArtifact, dict[str, Any]]:
+    """--precision: the model step's ONNX reduced and gated (precision/gate.py), served here as ONNX Runtime runs
+    it (the Python backend's for --runtime python, else the ONNX Runtime backend's): the gate measures the graph
+    every runtime gets. Its pipeline is rendered for this machine (nothing shipped), versions all 1."""
+    plan = options.precision
+    assert plan is not None
+    env = make_environment(options.templates)
+    env.globals["deploy_target"] = options.target
+    served = "python" if options.settings.runtime == "python" else "onnxruntime"
+    settings = replace(options.settings, runtime=served, nvcf=None)  # the gate sends the data inline
+    names = step_names(options.settings.name)
+
+    def render_onnx(onnx_path: Path) -> tuple[RenderedModel, ...]:
+        candidate = replace(artifact, onnx_path=onnx_path)
+        source = ModelSource(artifact.signature, _onnx_files(onnx_path), default_model_filename="model.onnx")
+        return render(env, source, candidate, dict.fromkeys(names.values(), 1), settings)
+
+    result = reduce_precision(artifact.onnx_path, plan.request, plan.metric, render_onnx, work, options.settings.max_batch_size, log)
+    log(f"precision: the model step is {describe(result.record)}")
+    return replace(artifact, onnx_path=result.onnx_path), {**result.record, "reference": result.reference}
+
+
+def _with_reference(rendered: tuple[RenderedModel, ...], record: Mapping[str, Any] | None) -> tuple[RenderedModel, ...]:
+    """The float answers the gate measured against, beside the gated model step (``precision/answers.py``)."""
+    reference = record.pop("reference", None) if isinstance(record, dict) else None
+    if reference is None:
+        return rendered
+    return tuple(replace(m, files={**m.files, REFERENCE_FILE: reference}) if m.role == "model" else m for m in rendered)
 
 
 def build_pipeline(
@@ -227,8 +261,10 @@ def build_pipeline(
     with build_stage(out, log) as stage:
         versions = choose_versions(out, list(names.values()), options.version, options.force)
         artifact = export(stage.root / "export")
+        if options.precision is not None:
+            artifact, settings["precision"] = reduce_model_step(options, artifact, render, stage.root / "precision", log)
         source = model_source(artifact, options, stage.root / "compile", log)
-        rendered = render(env, source, artifact, versions)
+        rendered = _with_reference(render(env, source, artifact, versions, None), settings.get("precision"))
         check_api_unchanged(out, rendered, options.replace)  # before anything is staged or moved
         packages = None
         if target is not None:

@@ -38,6 +38,9 @@ class CheckRequest:
     tritonserver: Path | None = CHECK_DEFAULTS["tritonserver"]
     load_timeout: float = CHECK_DEFAULTS["load_timeout"]
     allow_unproven: bool = CHECK_DEFAULTS["allow_unproven"]  # --live: models the embedded server cannot load here do not fail the build
+    # The target server's --http-header-forward-pattern: 'NVCF-.*' for a build --nvcf-assets (its step reads
+    # NVCF's headers), so the gate build prints judges the repository for the server that forwards them.
+    http_header_forward_pattern: str | None = None
 
     def __post_init__(self) -> None:
         if not self.load_timeout > 0:
@@ -64,6 +67,8 @@ class CheckRun:
         if deploy is not None:  # the image the build targeted: its imports and Python judged by the gate too
             args += ["--triton-release", deploy.release]
             args += ["--platform", deploy.platform] if deploy.platform != "x86_64" else []
+        pattern = self.options.http_header_forward_pattern
+        args += ["--http-header-forward-pattern", pattern] if pattern else []
         if self.request.live:
             args += ["--live"]
             args += ["--tritonserver", str(self.request.tritonserver)] if self.request.tritonserver else []
@@ -102,7 +107,8 @@ def choose_check(repository: Path, runtime: str, pending_compile: bool, request:
     if pending_compile and not gpu:
         raise UserError("--defer-compile targets a GPU machine; drop --no-gpu (plans are compiled and run there)")
     options = ValidateOptions(strict=request.strict, allow_pending=request.allow_pending or pending_compile, gpu_present=gpu,
-                              triton_release=target.release if target is not None else None, deploy=target)
+                              triton_release=target.release if target is not None else None, deploy=target,
+                              http_header_forward_pattern=request.http_header_forward_pattern)
     return CheckRun(Path(repository), options, request)
 
 

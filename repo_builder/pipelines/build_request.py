@@ -26,6 +26,7 @@ from repo_builder.pipelines.request_options import REQUEST_DEFAULTS
 from repo_builder.pipelines.runtime import RuntimeChoice, probe_runtime
 from repo_builder.pipelines.settings import PipelineSettings
 from repo_builder.pipelines.text_tokenizer_onnx import check_target as check_op_library_target
+from repo_builder.precision.gate import PrecisionPlan, PrecisionRequest, load_sets
 from repo_builder.render.tuning import ModelTuning, step_instances, tune_model_step
 from repo_builder.repository.build_target import check_out_folder
 from repo_builder.store.urls import names_url
@@ -55,10 +56,17 @@ class BuildRequest:
     labels: Path | None = REQUEST_DEFAULTS["labels"]
     defer_compile: bool = REQUEST_DEFAULTS["defer_compile"]
     precision: str = REQUEST_DEFAULTS["precision"]
+    calibration_data: Path | None = REQUEST_DEFAULTS["calibration_data"]
+    calibration_samples: int = REQUEST_DEFAULTS["calibration_samples"]
+    accuracy_data: Path | None = REQUEST_DEFAULTS["accuracy_data"]
+    min_accuracy: float | None = REQUEST_DEFAULTS["min_accuracy"]
+    fallback: str = REQUEST_DEFAULTS["fallback"]
+    fallback_limit: float = REQUEST_DEFAULTS["fallback_limit"]
     check_parity: bool = REQUEST_DEFAULTS["check_parity"]
     instances: int | None = REQUEST_DEFAULTS["instances"]
     intra_op_threads: int | None = REQUEST_DEFAULTS["intra_op_threads"]
     step_instances: int | None = REQUEST_DEFAULTS["step_instances"]  # pre/post (Python) steps' instances; None: render.tuning.step_instances
+    max_image_pixels: int = REQUEST_DEFAULTS["max_image_pixels"]  # image steps refuse more, from the header
     replace: bool = REQUEST_DEFAULTS["replace"]  # --replace: the ensemble's inputs/outputs may change (repository/build_target.py)
     triton_release: str | None = REQUEST_DEFAULTS["triton_release"]  # None: the newest release the image table knows
     platform: str = REQUEST_DEFAULTS["platform"]
@@ -122,8 +130,10 @@ def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, 
         intra_op_threads=tuning.intra_op_threads,
         step_instance_count=step_count,
         decode_instance_count=decode_count,
+        max_image_pixels=request.max_image_pixels,
         nvcf=nvcf_settings(request.params, chosen.command, chosen.options),
     )
+    precision = precision_plan(request, chosen)  # its data read and checked apart before any export
     options = BuildOptions(
         out=Path(request.out),
         settings=settings,
@@ -137,8 +147,33 @@ def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, 
         runtime_reason=choice.reason,
         replace=request.replace,
         target=target,
+        precision=precision,
     )
     return options, tuning
+
+
+def precision_plan(request: BuildRequest, chosen: Family) -> PrecisionPlan | None:
+    """The gated precision stage --precision asks for (None for fp32); its options checked together."""
+    extras = {"--calibration-data": request.calibration_data is not None, "--accuracy-data": request.accuracy_data is not None,
+              "--min-accuracy": request.min_accuracy is not None, "--fallback": request.fallback != REQUEST_DEFAULTS["fallback"],
+              "--fallback-limit": request.fallback_limit != REQUEST_DEFAULTS["fallback_limit"],
+              "--calibration-samples": request.calibration_samples != REQUEST_DEFAULTS["calibration_samples"]}
+    if request.precision == "fp32":
+        given = [flag for flag, present in extras.items() if present]
+        if given:
+            raise UserError(f"{', '.join(given)}: apply to --precision fp16|bf16|int8 only; pick one or drop them")
+        return None
+    metric = chosen.accuracy
+    if metric is None:
+        raise UserError(f"--precision {request.precision}: build {chosen.command} declares no accuracy metric to gate it; keep fp32")
+    if request.accuracy_data is None:
+        raise UserError(f"--precision {request.precision} needs --accuracy-data ({metric.unit} like those clients send, kept apart "
+                        "from calibration): reduced precision is measured against fp32 before anything is written")
+    gated = PrecisionRequest(request.precision, Path(request.accuracy_data),
+                             Path(request.calibration_data) if request.calibration_data is not None else None,
+                             request.min_accuracy, request.fallback, request.fallback_limit, request.calibration_samples)
+    load_sets(gated, metric.unit)
+    return PrecisionPlan(gated, metric)
 
 
 def build_target(request: BuildRequest) -> DeployTarget:

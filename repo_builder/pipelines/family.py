@@ -16,6 +16,7 @@ from repo_builder.pipelines.option_record import (
     FamilyOption as FamilyOption,  # re-exported: family modules import it from here
 )
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings
+from repo_builder.precision.gate import AccuracyMetric
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact
 
@@ -149,6 +150,7 @@ class Family:
     shared_options: tuple[str, ...] = ()  # of request_options.SHARED_OPTIONS: the shared build options it reads
     reference: FamilyReference | None = None  # its reference check and bench reference
     title: str = ""  # one line for `build --help` / `export --help` listings (default: summary up to its first ': ')
+    accuracy: AccuracyMetric | None = None  # the task metric `build --precision` is gated on (docs/precision.md)
 
     @property
     def short_help(self) -> str:

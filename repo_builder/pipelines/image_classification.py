@@ -39,7 +39,7 @@ from repo_builder.pipelines.nvcf_options import NVCF_OPTIONS
 from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.render import context as ctx
-from repo_builder.render.render import render_source
+from repo_builder.render.render import render_source, render_text
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact, Signature
 
@@ -74,7 +74,7 @@ def render_image_pipeline(
     preprocess = preprocess_metadata(onnx_signature, origin, "image transforms")
     pre = ctx.image_preprocess_context(
         names["preprocess"], names["model"], model_input, preprocess, draft_margin=settings.draft_margin, origin=origin,
-        resize_with=resize_with,
+        resize_with=resize_with, max_image_pixels=settings.max_image_pixels,
     )
     dims = list(model_input.triton_dims(sig.batch_axis))
     crop_h, crop_w = pre["crop"]
@@ -97,7 +97,9 @@ def render_image_pipeline(
         pipeline_input=IMAGE_INPUT,
         outputs=[ctx.tensor_context(model_input.name, model_input.dtype, want)],
         comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> resize, center-crop, normalize.",
-        files={"model.py": render_source(env, "model/image_preprocess.py.j2", {**pre, "nvcf": settings.nvcf is not None}).encode()},
+        files={"model.py": render_source(env, "model/image_preprocess.py.j2", {**pre, "nvcf": settings.nvcf is not None}).encode(),
+               "README.md": render_text(env, "model/preprocess_README.md.j2", ctx.limits_readme_context(
+                   names["preprocess"], max_image_pixels=settings.max_image_pixels)).encode()},
         instance_count=settings.decode_instance_count,
         asset_parameters=asset_parameters(settings.nvcf, IMAGE_INPUT),
     )
@@ -130,7 +132,8 @@ def _dali_preprocess(env: Any, settings: PipelineSettings, version: int, pre: Ma
 
 # --- the family records' parts (pipelines/registry.py) ---------------------------------------------------
 
-TEMPLATES = ("model/image_preprocess.py.j2", "model/_nvcf_assets.py.j2", "model/classification_postprocess.py.j2")
+TEMPLATES = ("model/image_preprocess.py.j2", "model/_nvcf_assets.py.j2", "model/classification_postprocess.py.j2",
+             "model/preprocess_README.md.j2")
 RESIZERS = ("pillow", "torch")
 RESIZE_WITH_OPTION = FamilyOption(
     ("--resize-with",), "resize_with",

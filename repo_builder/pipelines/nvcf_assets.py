@@ -17,6 +17,7 @@ from repo_builder.nvcf import (
     DEFAULT_MAX_ASSET_BYTES,
     DEFAULT_MAX_ASSETS,
     DEFAULT_ROOT,
+    FORWARD_PATTERN,
     NvcfAssets,
     asset_input_name,
 )
@@ -52,6 +53,12 @@ def nvcf_settings(params: Mapping[str, Any], family: str, options: Sequence[Any]
 def optional_tensor(name: str) -> dict[str, Any]:
     """One encoded item per row (TYPE_STRING [1]) that a request may leave out."""
     return {**ctx.tensor_context(name, "object", [1]), "optional": True}
+
+
+def gate_forward_pattern(params: Mapping[str, Any]) -> str | None:
+    """The header pattern the build's validate gate states: a --nvcf-assets step reads NVCF's headers, which
+    only a server run with ``--http-header-forward-pattern 'NVCF-.*'`` hands it (without it RB rule nvcf warns)."""
+    return FORWARD_PATTERN if params.get("nvcf_assets") else None
 
 
 def nvcf_step_inputs(pipeline_input: str) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ from repo_builder.pipelines.model_step import render_model_step
 from repo_builder.pipelines.settings import PipelineSettings, step_names
 from repo_builder.pipelines.steps import python_step_config, render_ensemble
 from repo_builder.render import context as ctx
-from repo_builder.render.render import render_source
+from repo_builder.render.render import render_source, render_text
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact, Signature, TensorSpec
 
@@ -58,7 +58,8 @@ OPTIONAL_INPUTS = {
     "classes": ("CLASSES", "int32", [-1]),
     "agnostic": ("AGNOSTIC_NMS", "bool", [1]),
 }
-TEMPLATES = ("model/detection_preprocess.py.j2", "model/detection_postprocess.py.j2")
+TEMPLATES = ("model/detection_preprocess.py.j2", "model/_image_header.py.j2", "model/detection_postprocess.py.j2",
+             "model/preprocess_README.md.j2")
 
 
 @dataclass(frozen=True)
@@ -184,9 +185,12 @@ def _python_letterbox(inputs: RenderInputs, signature: Signature, detection: Map
         comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> letterbox as Ultralytics' predict, RGB, /255.",
         instance_count=inputs.settings.decode_instance_count,
     )
-    pre_source = render_source(inputs.env, "model/detection_preprocess.py.j2", preprocess_context(signature, detection, names))
+    pre_source = render_source(inputs.env, "model/detection_preprocess.py.j2",
+                               {**preprocess_context(signature, detection, names), "max_image_pixels": inputs.settings.max_image_pixels})
+    limits = ctx.limits_readme_context(names["preprocess"], max_image_pixels=inputs.settings.max_image_pixels, decoder="opencv")
     pre = RenderedModel(names["preprocess"], "preprocess", inputs.versions[names["preprocess"]], pre_config,
-                        {"model.py": pre_source.encode()})
+                        {"model.py": pre_source.encode(),
+                         "README.md": render_text(inputs.env, "model/preprocess_README.md.j2", limits).encode()})
     return pre
 
 

@@ -26,7 +26,8 @@ from repo_builder.pipelines import (
 )
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult, Log, build_pipeline, read_task_export
 from repo_builder.pipelines.family import Family, FamilyJob, FamilyOption, RenderInputs
-from repo_builder.pipelines.settings import ModelSource
+from repo_builder.pipelines.settings import ModelSource, PipelineSettings
+from repo_builder.precision import metrics
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact
 
@@ -47,6 +48,7 @@ FAMILIES: dict[str, Family] = {
             options=image_classification.RESNET50_OPTIONS,
             templates=image_classification.TEMPLATES,
             export=image_classification.RESNET50_EXPORT,
+            accuracy=metrics.image_classification(),
             **_CLASSIFIER,
         ),
         Family(
@@ -61,6 +63,7 @@ FAMILIES: dict[str, Family] = {
             options=image_classification.IMAGE_CLASSIFIER_OPTIONS,
             templates=image_classification.TEMPLATES,
             export=image_classification.IMAGE_CLASSIFIER_EXPORT,
+            accuracy=metrics.image_classification(),
             **_CLASSIFIER,
         ),
         Family(
@@ -73,6 +76,7 @@ FAMILIES: dict[str, Family] = {
             options=text_classification.TEXT_CLASSIFIER_OPTIONS,
             templates=text_classification.TEMPLATES,
             export=text_classification.EXPORT,
+            accuracy=metrics.text_classification(),
             **_CLASSIFIER,
         ),
         Family(
@@ -82,6 +86,7 @@ FAMILIES: dict[str, Family] = {
             prepare=token_classification.prepare_token_classifier, render=token_classification.render_family,
             options=token_classification.TOKEN_CLASSIFIER_OPTIONS, templates=token_classification.TEMPLATES,
             export=token_classification.EXPORT, signature_keys=("preprocess", "entities"), reference=token_classification.REFERENCE,
+            accuracy=metrics.token_classification(),
         ),
         Family(
             command="object-detector",
@@ -98,6 +103,7 @@ FAMILIES: dict[str, Family] = {
             shared_options=("labels",),
             export=object_detection.EXPORT,
             reference=detection_reference.REFERENCE,
+            accuracy=metrics.object_detection(),
         ),
         text_embedding.FAMILY,
     )
@@ -133,9 +139,10 @@ def build_family(
         exported.append(job.export(folder))
         return exported[-1]
 
-    def render(env: Any, source: ModelSource, artifact: OnnxArtifact, versions: Mapping[str, int]) -> tuple[RenderedModel, ...]:
+    def render(env: Any, source: ModelSource, artifact: OnnxArtifact, versions: Mapping[str, int],
+               settings: PipelineSettings | None) -> tuple[RenderedModel, ...]:
         with phases.phase("rendering configs and model.py files"):
-            return chosen.render(RenderInputs(env, source, artifact, options.settings, versions, options.labels, params))
+            return chosen.render(RenderInputs(env, source, artifact, settings or options.settings, versions, options.labels, params))
 
     # "family" lets the reference check and bench find the family (and "model" its checkpoint) from the manifest.
     record = {**dict(job.record), "family": chosen.command, **dict(options.record)}

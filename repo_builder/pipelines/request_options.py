@@ -17,6 +17,8 @@ from repo_builder.compile_recipe import PRECISIONS
 from repo_builder.deploy_target import PLATFORMS, STEP_PACKAGES
 from repo_builder.pipelines.option_record import FamilyOption
 from repo_builder.pipelines.runtime import CHOICES
+from repo_builder.precision.gate import DEFAULT_FALLBACK_SHARE, FALLBACKS
+from repo_builder.render.context import DEFAULT_MAX_IMAGE_PIXELS
 from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE
 from repo_builder.validate.live_codes import DEFAULT_LOAD_TIMEOUT
 
@@ -58,7 +60,28 @@ BUILD_OPTIONS: tuple[FamilyOption, ...] = (
                  per_family=True),
     FamilyOption(("--defer-compile",), "defer_compile",
                  "tensorrt: write the ONNX and a compile recipe; build plans later with 'repo-builder compile-pending'.", kind="flag"),
-    FamilyOption(("--precision",), "precision", "tensorrt: plan precision.", default="fp16", kind="choice", choices=PRECISIONS),
+    FamilyOption(("--precision",), "precision",
+                 "The model step's precision, written into its ONNX for every runtime (fp16/bf16: a converted graph; int8: "
+                 "Q/DQ nodes fitted on --calibration-data), then served and gated against fp32 on --accuracy-data by the "
+                 "family's own metric; TensorRT 10 and 11 build it strongly typed.",
+                 default="fp32", kind="choice", choices=PRECISIONS),
+    FamilyOption(("--calibration-data",), "calibration_data",
+                 "int8: images (a folder) or texts (a file, one per line) like those clients send; they go through the "
+                 "served preprocessing to fit the scales.", kind="path"),
+    FamilyOption(("--calibration-samples",), "calibration_samples", "int8: at most this many calibration samples.",
+                 default=256, kind="int"),
+    FamilyOption(("--accuracy-data",), "accuracy_data",
+                 "--precision fp16|bf16|int8: data kept apart from calibration (checked by content); the reduced pipeline "
+                 "must agree with the fp32 one on it.", kind="path"),
+    FamilyOption(("--min-accuracy",), "min_accuracy",
+                 "The gate's threshold on the family's headline figure (default: the family's; see docs/precision.md).",
+                 kind="float"),
+    FamilyOption(("--fallback",), "fallback",
+                 "int8 below the threshold: auto returns the nodes int8 hurts most to float, a few at a time, until the "
+                 "gate passes or --fallback-limit is reached; off fails at once.",
+                 default="off", kind="choice", choices=FALLBACKS),
+    FamilyOption(("--fallback-limit",), "fallback_limit", "The share of the quantizable nodes the fallback may return to float.",
+                 default=DEFAULT_FALLBACK_SHARE, kind="float"),
     # --no-parity as in `export`; --skip-parity kept as an alias.
     FamilyOption(("--no-parity", "--skip-parity"), "skip_parity", "Skip the ONNX Runtime vs PyTorch parity check during export.",
                  kind="flag"),
@@ -71,6 +94,10 @@ BUILD_OPTIONS: tuple[FamilyOption, ...] = (
                  "Instances of each Python pre/post step (default: 1, which batches more requests per execution; "
                  "the image decoding step: 2 on 2+ cores, so photos decode on every core).",
                  kind="int"),
+    FamilyOption(("--max-image-pixels",), "max_image_pixels",
+                 "Image steps: refuse an image whose header declares more pixels (width x height), before decoding it "
+                 "(default: Pillow's decompression-bomb warning limit).",
+                 default=DEFAULT_MAX_IMAGE_PIXELS, kind="int"),
 )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from repo_builder.errors import UserError
 from repo_builder.nvcf import NvcfAssets
+from repo_builder.render.context import DEFAULT_MAX_IMAGE_PIXELS
 from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE, Signature
 
 RUNTIMES = ("tensorrt", "onnxruntime", "python")
@@ -55,6 +56,7 @@ class PipelineSettings:
     intra_op_threads: int = 0  # model-step ONNX Runtime intra-op threads per instance; 0 = cores // instances
     draft_margin: int = 2  # JPEG draft decoding keeps at least this many source pixels per output pixel
     nvcf: NvcfAssets | None = None  # build --nvcf-assets (families whose input is an encoded file)
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS  # image steps refuse more (width x height), read from the header
 
     def __post_init__(self) -> None:
         # The one place --max-batch-size, --name and --top-k are checked (the CLI relies on it).
@@ -68,6 +70,8 @@ class PipelineSettings:
         for count in (self.step_instance_count, self.decode_instance_count):
             if isinstance(count, bool) or count < 1:
                 raise UserError(f"--step-instances must be >= 1, got {count}")
+        if isinstance(self.max_image_pixels, bool) or self.max_image_pixels < 1:
+            raise UserError(f"--max-image-pixels must be >= 1, got {self.max_image_pixels}")
 
 
 @dataclass(frozen=True)

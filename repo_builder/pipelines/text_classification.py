@@ -28,7 +28,7 @@ from repo_builder.pipelines.text_tokenizer_onnx import (
     wants_onnx,
 )
 from repo_builder.render import context as ctx
-from repo_builder.render.render import render_source
+from repo_builder.render.render import render_source, render_text
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact, Signature
 
@@ -72,6 +72,8 @@ def render_text_pipeline(
         pre_model = render_tokenizer_step(onnx_inputs, sig.inputs, int(pre["max_length"]), tokenizer_dir, TEXT_INPUT)
     else:
         files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre).encode()}
+        limits = ctx.limits_readme_context(names["preprocess"], max_length=int(pre["max_length"]))
+        files["README.md"] = render_text(env, "model/preprocess_README.md.j2", limits).encode()
         files.update(tokenizer_files(tokenizer_dir))
         pre_model = render_preprocess_step(
             env,
@@ -99,7 +101,8 @@ def render_text_pipeline(
 
 # --- the family record's parts (pipelines/registry.py) ----------------------------------------------------
 
-TEMPLATES = ("model/text_preprocess.py.j2", "model/classification_postprocess.py.j2")
+TEMPLATES = ("model/text_preprocess.py.j2", "model/_text_bounds.py.j2", "model/classification_postprocess.py.j2",
+             "model/preprocess_README.md.j2")
 TEXT_CLASSIFIER_OPTIONS = (
     FamilyOption(("--model",), "model", "Hugging Face sequence-classification model folder (config, weights, tokenizer).", kind="path"),
     FamilyOption(("--max-length",), "max_length", "Truncate texts to this many tokens (default: the model's maximum).", kind="int"),

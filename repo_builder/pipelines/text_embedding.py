@@ -38,8 +38,9 @@ from repo_builder.pipelines.text_tokenizer_onnx import (
     render_tokenizer_step,
     wants_onnx,
 )
+from repo_builder.precision import metrics
 from repo_builder.render import context as ctx
-from repo_builder.render.render import render_source
+from repo_builder.render.render import render_source, render_text
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact
 
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 TEXT_INPUT = "TEXT"
 EMBEDDING_OUTPUT = "EMBEDDING"
-TEMPLATES = ("model/text_preprocess.py.j2",)
+TEMPLATES = ("model/text_preprocess.py.j2", "model/_text_bounds.py.j2", "model/preprocess_README.md.j2")
 # Served vs SentenceTransformer.encode, per vector (issue 19); fp16 output rounds each value to ~1e-3.
 MIN_COSINE = 0.9999
 MAX_ABS_DIFF = {"fp32": 1e-4, "fp16": 2e-3}
@@ -119,7 +120,8 @@ def readme(embedding: Mapping[str, Any], max_length: int, name: str) -> str:
         f"{embedding.get('pooling')} pooling, {norm}.\n\n"
         f"Pooling and normalization are fused into the model's ONNX graph ({embedding.get('fused')}), as read from "
         f"{'the checkpoint' + chr(39) + 's sentence-transformers modules' if embedding.get('from') == 'sentence-transformers' else 'the build options'}; "
-        "signature.json beside this file records the same (metadata.embedding, metadata.preprocess).\n"
+        "signature.json beside this file records the same (metadata.embedding, metadata.preprocess).\n\n"
+        f"Limits on what a request may send, their errors and how to raise them: {name}_preprocess's README.md.\n"
     )
 
 
@@ -138,6 +140,8 @@ def render(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
         pre = render_tokenizer_step(inputs, sig.inputs, int(pre_context["max_length"]), export_tokenizer_dir(inputs.artifact), TEXT_INPUT)
     else:
         files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre_context).encode()}
+        limits = ctx.limits_readme_context(names["preprocess"], max_length=int(pre_context["max_length"]))
+        files["README.md"] = render_text(env, "model/preprocess_README.md.j2", limits).encode()
         files.update(tokenizer_files(export_tokenizer_dir(inputs.artifact)))
         pre = render_preprocess_step(
             env, settings, versions[names["preprocess"]], pipeline_input=TEXT_INPUT,
@@ -274,4 +278,5 @@ FAMILY = Family(
     export=EXPORT,
     signature_keys=("preprocess", "embedding"),
     reference=REFERENCE,
+    accuracy=metrics.text_embedding(),
 )

@@ -42,7 +42,7 @@ from repo_builder.pipelines.token_reference import (
     reference_texts,
 )
 from repo_builder.render import context as ctx
-from repo_builder.render.render import render_source
+from repo_builder.render.render import render_source, render_text
 from repo_builder.render.rendered import RenderedModel
 from repo_builder.spec import OnnxArtifact, Signature, TensorSpec
 
@@ -61,7 +61,8 @@ POST_INPUT_IDS = "INPUT_IDS"
 SETTINGS_FILE = "entities.json"
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
 LONG_TEXTS = ("refuse", "truncate")
-TEMPLATES = ("model/token_preprocess.py.j2", "model/token_postprocess.py.j2", "model/token_entities.py.j2")
+TEMPLATES = ("model/token_preprocess.py.j2", "model/_text_bounds.py.j2", "model/token_postprocess.py.j2", "model/token_entities.py.j2",
+             "model/preprocess_README.md.j2")
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,8 @@ def _preprocess_step(
     base = ctx.text_preprocess_context(names["preprocess"], names["model"], sig.inputs, preprocess, origin)
     context = {**base, "long_texts": choices.long_texts, "offsets_name": OFFSETS, "special_name": SPECIAL_TOKENS_MASK, "texts_name": TEXTS}
     files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/token_preprocess.py.j2", context).encode()}
+    limits = ctx.limits_readme_context(names["preprocess"], max_length=int(base["max_length"]), long_texts=choices.long_texts)
+    files["README.md"] = render_text(env, "model/preprocess_README.md.j2", limits).encode()
     files.update(tokenizer_files)
     return render_preprocess_step(
         env, settings, version, pipeline_input=TEXT_INPUT,
@@ -215,7 +218,8 @@ def render_token_pipeline(inputs: RenderInputs, choices: EntityChoices) -> tuple
     described = (f"as transformers' pipeline(\"token-classification\", aggregation_strategy={choices.aggregation!r}, "
                  f"ignore_labels={list(choices.ignore_labels)!r})")
     readme = (f"# {settings.name}\n\nTEXT (UTF-8, TYPE_STRING [1]) -> entities: one JSON list per text, {described}.\n"
-              f"Texts over {preprocess.get('max_length')} tokens: {choices.long_texts}.\n")
+              f"Texts over {preprocess.get('max_length')} tokens: {choices.long_texts}.\n\n"
+              f"Limits on what a request may send, their errors and how to raise them: {names['preprocess']}'s README.md.\n")
     return render_chain(
         env, inputs.source, settings, versions, origin, pre=pre, post=post,
         ensemble_inputs=[ctx.tensor_context(TEXT_INPUT, "object", [1])],

@@ -15,6 +15,12 @@ from repo_builder.spec import Signature, TensorSpec
 
 # One Python instance per step: these machines share few cores and the steps are numpy-bound.
 DEFAULT_INSTANCE_COUNT = 1
+# Pillow's own decompression-bomb warning limit (PIL.Image.MAX_IMAGE_PIXELS): an image step refuses an image whose
+# header declares more pixels, before anything is decoded (build --max-image-pixels; docs/security.md).
+DEFAULT_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3
+# A text step reads at most max_length * this many bytes of a text before it knows the tokens truncation keeps
+# (templates/model/_text_bounds.py.j2): generous, English takes about 5 bytes per token and CJK 3.
+TEXT_BYTES_PER_TOKEN = 64
 
 
 def preferred_batch_sizes(max_batch_size: int) -> tuple[int, ...]:
@@ -175,9 +181,10 @@ TORCH_RESIZES = ("bilinear", "bicubic")
 
 def image_preprocess_context(
     name: str, model_name: str, model_input: TensorSpec, preprocess: Mapping[str, Any], *, draft_margin: int, origin: str,
-    resize_with: str = "pillow",
+    resize_with: str = "pillow", max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
 ) -> dict[str, Any]:
-    """From signature metadata ``preprocess``: resize (shorter side), crop, mean, std, interpolation, layout."""
+    """From signature metadata ``preprocess``: resize (shorter side), crop, mean, std, interpolation, layout;
+    ``max_image_pixels``: the most pixels an image's header may declare."""
     try:
         resize = int(preprocess["resize"])
         crop = preprocess["crop"]
@@ -213,6 +220,7 @@ def image_preprocess_context(
         "layout": layout,
         "draft_margin": draft_margin,
         "resize_with": resize_with,
+        "max_image_pixels": max_image_pixels,
     }
 
 
@@ -246,7 +254,22 @@ def text_preprocess_context(
         "max_length": max_length,
         "pad_to_multiple_of": int(preprocess.get("pad_to_multiple_of", 8)),
         "tokenizer_dir": "tokenizer",
+        "bytes_per_token": TEXT_BYTES_PER_TOKEN,
     }
+
+
+def limits_readme_context(
+    name: str, *, max_image_pixels: int | None = None, decoder: str = "pillow", max_length: int | None = None,
+    long_texts: str = "truncate",
+) -> dict[str, Any]:
+    """The preprocessing step's README.md (model/preprocess_README.md.j2): an image step's limits when
+    ``max_image_pixels`` is given (``decoder``: pillow | opencv), else a text step's for ``max_length`` tokens."""
+    if max_image_pixels is not None:
+        return {"name": name, "kind": "image", "max_image_pixels": max_image_pixels, "decoder": decoder}
+    if max_length is None:
+        raise ValueError("limits_readme_context needs max_image_pixels or max_length")  # a caller's bug
+    return {"name": name, "kind": "text", "max_length": max_length, "text_bytes": max_length * TEXT_BYTES_PER_TOKEN,
+            "long_texts": long_texts}
 
 
 def onnx_python_model_context(name: str, signature: Signature) -> dict[str, Any]:

@@ -82,3 +82,8 @@ def render_source(env: Any, template: str, context: Mapping[str, Any]) -> str:
     source = _render(env, template, context)
     compile_source(source, template)
     return source
+
+
+def render_text(env: Any, template: str, context: Mapping[str, Any]) -> str:
+    """Render a text file that is not code (a step's README.md)."""
+    return _render(env, template, context)

@@ -110,9 +110,11 @@ def _style(index: int) -> dict[str, Any]:
     }
 
 
-def curve_chart(chart_id: str, curves: Sequence[Curve], *, xlabel: str, ylabel: str, budget_ms: float | None = None) -> str:
+def curve_chart(chart_id: str, curves: Sequence[Curve], *, xlabel: str, ylabel: str, budget_ms: float | None = None,
+                from_zero: bool = True) -> str:
     """Throughput against p99 latency (or any x/y): one series per curve, points labelled, the chosen
-    point starred, the latency budget as a vertical line."""
+    point starred, the latency budget as a vertical line. ``from_zero`` False: the axes span the data (and
+    the budget) only, so points close together are told apart."""
     with _drawing(chart_id) as ax:
         for index, curve in enumerate(curves):
             _draw_curve(ax, chart_id, index, curve)
@@ -120,13 +122,27 @@ def curve_chart(chart_id: str, curves: Sequence[Curve], *, xlabel: str, ylabel: 
             ax.axvline(budget_ms, color="#555555", linestyle="--", linewidth=1.2, label=f"p99 budget {budget_ms:g} ms", gid=f"{chart_id}-budget")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        # From zero, with room above and right for the point labels and the star.
+        # With room above and right for the point labels and the star.
         xs = [p.x for c in curves for p in c.points] + ([budget_ms] if budget_ms is not None else [])
         ys = [p.y for c in curves for p in c.points]
-        ax.set_xlim(0, max([*xs, 1e-3]) * 1.15)
-        ax.set_ylim(0, max([*ys, 1e-3]) * 1.18)
+        ax.set_xlim(*_span(xs, 0.15, from_zero))
+        ax.set_ylim(*_span(ys, 0.18, from_zero))
         ax.legend(loc="best", fontsize=9)
         return _svg(ax, chart_id)
+
+
+def _span(values: Sequence[float], room: float, from_zero: bool) -> tuple[float, float]:
+    """Axis limits: 0 to the top plus ``room``, or the data's range padded (``room`` above, half of it below,
+    where the star's word sits)."""
+    top = max([*values, 1e-3])
+    if from_zero:
+        return 0.0, top * (1.0 + room)
+    low = min(values) if values else 0.0
+    width = top - low
+    if width <= 0:  # one value: a band around it
+        width = max(abs(top) * 0.1, 1e-3)
+        return max(0.0, low - width), top + width
+    return max(0.0, low - width * room / 2), top + width * room
 
 
 def _draw_curve(ax: Any, chart_id: str, index: int, curve: Curve) -> None:

@@ -100,6 +100,29 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Entrant:
+    """One finalist of tune's confirmation rounds: its figure in each round and the medians that ranked it."""
+
+    candidate: str  # its candidate id ("" when the record does not name it)
+    setting: str
+    items_per_s: tuple[float, ...]
+    median_items_per_s: float
+    median_p99_ms: float
+    concurrency: int | None
+    kept_budget: bool
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The finalists measured again in interleaved rounds; the winner is the best median there."""
+
+    rounds: int
+    ratio: float  # the winner's median over the start's
+    kept_start: bool  # the gain was below the noise: the start won
+    entrants: tuple[Entrant, ...]
+
+
+@dataclass(frozen=True)
 class TuneRecord:
     label: str
     source: str
@@ -110,6 +133,7 @@ class TuneRecord:
     candidates: tuple[Candidate, ...]
     pareto_front: tuple[str, ...]
     winner: str | None
+    confirmation: Confirmation | None = None
 
 
 Record = BenchRecord | TuneRecord
@@ -273,6 +297,32 @@ def pareto_front(candidates: Sequence[Candidate]) -> tuple[str, ...]:
     return tuple(c.id for c in sorted(ok, key=lambda c: (c.p99_ms, -c.items_per_s)) if not dominated(c))
 
 
+def _numbers(f: _File, parent: Mapping[str, Any], key: str, where: str) -> tuple[float, ...]:
+    return tuple(f.number({key: v}, key, f"{where}.{key}[{i}]") for i, v in enumerate(f.items(parent, key, where)))
+
+
+def _confirmation(f: _File, doc: Mapping[str, Any], ids: Sequence[str]) -> Confirmation | None:
+    """The optional ``confirmation`` tune writes; an entrant's ``id``, when given, must be a candidate's."""
+    if doc.get("confirmation") is None:
+        return None
+    raw = f.obj(doc["confirmation"], "confirmation")
+    entrants = []
+    for i, item in enumerate(f.items(raw, "entrants", "confirmation") if "entrants" in raw else []):
+        where = f"confirmation.entrants[{i}]"
+        e = f.obj(item, where)
+        cid = f.text(e, "id", where, default="")
+        if cid and cid not in ids:
+            f.fail(f"{where}.id", f"names {_kind(cid)}, which is no candidate's id")
+        entrants.append(Entrant(
+            candidate=cid, setting=f.text(e, "setting", where, default=""), items_per_s=_numbers(f, e, "items_per_s", where),
+            median_items_per_s=f.number(e, "median_items_per_s", where), median_p99_ms=f.number(e, "median_p99_ms", where),
+            concurrency=f.count(e, "concurrency", where) if e.get("concurrency") is not None else None,
+            kept_budget=bool(e.get("kept_budget", True)),
+        ))
+    return Confirmation(rounds=f.count(raw, "rounds", "confirmation"), ratio=f.number(raw, "ratio", "confirmation", default=0.0),
+                        kept_start=bool(raw.get("kept_start", False)), entrants=tuple(entrants))
+
+
 def _tune(f: _File, doc: Mapping[str, Any], label: str) -> TuneRecord:
     raw = f.items(doc, "candidates", "")
     candidates = tuple(_candidate(f, c, f"candidates[{i}]") for i, c in enumerate(raw))
@@ -302,6 +352,7 @@ def _tune(f: _File, doc: Mapping[str, Any], label: str) -> TuneRecord:
         candidates=candidates,
         pareto_front=tuple(c for c in pareto_front(candidates) if c in front),
         winner=winner,
+        confirmation=_confirmation(f, doc, ids),
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from repo_builder.report.charts import Curve, Point, StepBars, curve_chart, step_chart
-from repo_builder.report.records import BenchRecord, Level, ModelRun, Record, RunInfo, TuneRecord
+from repo_builder.report.records import BenchRecord, Candidate, Level, ModelRun, Record, RunInfo, TuneRecord
 
 
 @dataclass(frozen=True)
@@ -166,22 +166,79 @@ def step_breakdown_chart(chart_id: str, record: BenchRecord, model: ModelRun, ov
     return Chart(chart_id, title, caption, svg, len(bars) if svg else 0, Table(headers, tuple(rows), frozenset({0, 2, 3, 4, 5})), notices)
 
 
+def differing_knobs(candidates: Sequence[Candidate]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The knob names whose value differs between candidates (one missing counts as differing), and the
+    knobs every candidate sets alike with their value."""
+    names = list(dict.fromkeys(k for c in candidates for k, _ in c.knobs))
+    values = {name: {dict(c.knobs).get(name) for c in candidates} for name in names}
+    differ = [n for n in names if len(values[n]) > 1]
+    same = [(n, next(iter(values[n]))) for n in names if len(values[n]) == 1]
+    return differ, [(n, v) for n, v in same if v is not None]
+
+
+def _dominator(record: TuneRecord, winner: Candidate) -> Candidate | None:
+    """An error-free candidate that served more at a lower p99 in its search window than ``winner`` did."""
+    better = [c for c in record.candidates if c.errors == 0 and c.id != winner.id and c.items_per_s >= winner.items_per_s
+              and c.p99_ms <= winner.p99_ms]
+    return max(better, key=lambda c: c.items_per_s, default=None)
+
+
+def _star_note(record: TuneRecord, by_id: dict[str, Candidate]) -> str:
+    """Why the star is where it is: what the winner won on, and why it is off the front when it is."""
+    if record.winner is None or record.winner not in by_id:
+        return ""
+    winner, confirmed = by_id[record.winner], record.confirmation
+    entrants = confirmed.entrants if confirmed else ()
+    if confirmed and entrants:
+        finalists = ", ".join(e.candidate or e.setting for e in entrants)
+        start = entrants[0]
+        note = (f" The finalists ({finalists}) were measured again in {confirmed.rounds} interleaved round(s), each at its own load "
+                f"(the points labelled 'median'; the table lists each round). The star marks the winner, {winner.id}, at its median there: ")
+        note += (f"the climb's best did not serve more than the start by more than the noise ({confirmed.ratio:.2f}x), so the start is kept."
+                 if confirmed.kept_start else
+                 f"it served the most in those rounds ({confirmed.ratio:.2f}x the start's median of {start.median_items_per_s:.1f} items/s)."
+                 if winner.id != start.candidate else "no finalist served more than the start by more than the noise.")
+    else:
+        note = f" The star marks the winner, {winner.id}: the most items/s in the search's own windows{' within the budget' if record.p99_budget_ms is not None else ''}."
+    if winner.id not in record.pareto_front and winner.errors == 0:
+        other = _dominator(record, winner)
+        beaten = f"{other.id} served more at a lower p99 in its single window" if other else "another candidate beat it there"
+        note += f" {winner.id} is not on the front, which is drawn from the search windows: {beaten}; " + (
+            "the confirmation rounds, which measure the finalists alternately under the same conditions, decide the winner."
+            if entrants else "the climb takes a new best only when it serves more than the noise, so it kept the earlier setting.")
+    return note
+
+
 def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
-    """Every candidate as a point, the Pareto front as a line, the winner starred."""
+    """Every candidate as a point, the Pareto front as a line, the confirmation rounds' medians, the winner
+    starred where it won; axes spanning the data; the table lists the knobs that differ and every round."""
     measured = [c for c in record.candidates if c.errors == 0]
     by_id = {c.id: c for c in record.candidates}
     front = [by_id[i] for i in record.pareto_front]
+    entrants = record.confirmation.entrants if record.confirmation else ()
+    rounds = {e.candidate: e for e in entrants if e.candidate and e.candidate in by_id}
+    star_in_rounds = record.winner in rounds and rounds[record.winner].median_items_per_s > 0
     curves = []
     if measured:
         winner = next((i for i, c in enumerate(measured) if c.id == record.winner), None)
-        curves.append(Curve("candidates", tuple(Point(c.p99_ms, c.items_per_s, c.id) for c in measured), joined=False, chosen=winner, chosen_word="winner"))
+        curves.append(Curve("candidates (search)", tuple(Point(c.p99_ms, c.items_per_s, c.id) for c in measured), joined=False,
+                            chosen=None if star_in_rounds else winner, chosen_word="winner"))
     if front:
         curves.append(Curve("Pareto front", tuple(Point(c.p99_ms, c.items_per_s, "") for c in sorted(front, key=lambda c: c.p99_ms))))
+    drawn = [e for e in rounds.values() if e.median_items_per_s > 0]
+    if drawn:
+        chosen = next((i for i, e in enumerate(drawn) if e.candidate == record.winner), None)
+        curves.append(Curve(f"finalists, median of {record.confirmation.rounds if record.confirmation else 0} round(s)",
+                            tuple(Point(e.median_p99_ms, e.median_items_per_s, f"{e.candidate} median") for e in drawn),
+                            joined=False, chosen=chosen, chosen_word="winner"))
+    differ, same = differing_knobs(record.candidates)
     rows = tuple(
         (
-            c.id, "; ".join(f"{k}={v}" for k, v in c.knobs), f"{c.items_per_s:.1f}" if not c.errors else "-",
-            _ms(c.p99_ms) if not c.errors else "-", str(c.errors), "yes" if c.id in record.pareto_front else "",
-            "winner" if c.id == record.winner else "",
+            c.id, "; ".join(f"{k}={v}" for k, v in c.knobs if k in differ) or "-", f"{c.items_per_s:.1f}" if not c.errors else "-",
+            _ms(c.p99_ms) if not c.errors else "-", str(c.errors),
+            ", ".join(f"{v:.1f}" for v in rounds[c.id].items_per_s) if c.id in rounds else "",
+            f"{rounds[c.id].median_items_per_s:.1f}" if c.id in rounds else "", _ms(rounds[c.id].median_p99_ms) if c.id in rounds else "",
+            "yes" if c.id in record.pareto_front else "", "winner" if c.id == record.winner else "",
         )
         for c in record.candidates
     )
@@ -189,10 +246,14 @@ def tune_chart(chart_id: str, record: TuneRecord) -> Chart:
     if record.candidates and record.winner is None:
         notices.append("The search chose no winner (no candidate met the budget).")
     budget = f" The dashed line is the p99 budget of {record.p99_budget_ms:g} ms." if record.p99_budget_ms is not None else ""
-    caption = f"Each configuration tune measured for '{record.model}'; the line joins the Pareto front (no other candidate has both more items/s and a lower p99), the star marks the winner.{budget}"
-    svg = curve_chart(chart_id, curves, xlabel="p99 latency (ms)", ylabel="throughput (items/s)", budget_ms=record.p99_budget_ms) if curves else None
-    headers = ("Candidate", "Knobs", "Items/s", "p99 ms", "Errors", "Pareto front", "")
-    return Chart(chart_id, f"Tune search: {record.label}", caption, svg, len(curves), Table(headers, rows, frozenset({2, 3, 4})), tuple(notices))
+    alike = f" Every candidate sets {', '.join(f'{k}={v}' for k, v in same)}; the table lists the knobs that differ." if same else ""
+    caption = (f"Each configuration tune measured for '{record.model}', one window each; the line joins the Pareto front (no other candidate "
+               f"has both more items/s and a lower p99). The axes span the measured values, not from zero.{_star_note(record, by_id)}{budget}{alike}")
+    svg = (curve_chart(chart_id, curves, xlabel="p99 latency (ms)", ylabel="throughput (items/s)", budget_ms=record.p99_budget_ms, from_zero=False)
+           if curves else None)
+    headers = ("Candidate", "Knobs that differ", "Items/s", "p99 ms", "Errors", "Confirmation rounds items/s", "Median items/s",
+               "Median p99 ms", "Pareto front", "")
+    return Chart(chart_id, f"Tune search: {record.label}", caption, svg, len(curves), Table(headers, rows, frozenset({2, 3, 4, 6, 7})), tuple(notices))
 
 
 def build_page(records: Sequence[Record], budget_ms: float | None = None) -> Page:

@@ -71,3 +71,14 @@ def update_manifest(out: Path, models: Sequence[Any], settings: Mapping[str, Any
     path = out / MANIFEST_FILE
     write_json_atomic(path, data, sort_keys=True)
     return path
+
+
+def failed_plan_gates(manifest: Mapping[str, Any]) -> list[str]:
+    """``model/version`` of every model step whose served gate failed (publish refuses those)."""
+    failed = []
+    for name, entry in (manifest.get("models") or {}).items():
+        for version, built in ((entry or {}).get("versions") or {}).items():
+            gate = ((built or {}).get("settings") or {}).get("precision")
+            if isinstance(gate, dict) and isinstance(gate.get("served_gate"), dict) and gate["served_gate"].get("passed") is False:
+                failed.append(f"{name}/{version}")
+    return failed

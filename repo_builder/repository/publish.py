@@ -31,6 +31,7 @@ from rich.progress import Progress as Bar
 from repo_builder import __version__
 from repo_builder.errors import RefusedError, UserError
 from repo_builder.fsutil import sha256_file
+from repo_builder.repository.manifest import failed_plan_gates, read_manifest
 from repo_builder.store.fsspec_store import Listing, ObjectStore, open_store
 from repo_builder.store.placeholders import PLACEHOLDER_SHA256, PLACEHOLDER_TEXT, placeholder_key
 from repo_builder.store.publish_record import (
@@ -347,6 +348,10 @@ def validate_local(repo: Path, options: PublishOptions, log: Log) -> Repository:
     if not repo.is_dir():
         raise UserError(f"{repo}: no such folder; pass the model repository to publish")
     repository = scan_repository(repo)
+    failed = failed_plan_gates(read_manifest(repo))
+    if failed and not options.force:  # docs/precision.md: a plan below its gate is not published
+        raise RefusedError(f"{repo}: {', '.join(failed)} failed the accuracy gate when served "
+                           "(compile-pending --accuracy-data); rebuild it at another precision or pass --force")
     report = check_repository(repository, options.validate)
     if report.ok:
         log(f"validate: {repo} passes ({len(report.models)} models)")

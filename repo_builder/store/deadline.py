@@ -60,6 +60,13 @@ def current_deadline(endpoint: str) -> Deadline:
     return Deadline(time.monotonic() + seconds if at is None else at, seconds, endpoint)
 
 
+def request_timeouts() -> tuple[float, float]:
+    """botocore's connect and read timeouts for the command running now: at most a third of its
+    ``--timeout`` each, so a store that accepts and never answers is tried again before the deadline."""
+    seconds = _TIMEOUT.get()
+    return min(CONNECT_TIMEOUT, seconds / 3), min(READ_TIMEOUT, seconds / 3)
+
+
 def call_before(action: Callable[[], T], deadline: Deadline, what: str) -> T:
     """Run ``action``, giving up at the deadline even when the call hangs (a server that accepts and never
     answers): it runs in a daemon thread, left to its own read timeout, so the process can exit."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from repo_builder.store.deadline import CONNECT_TIMEOUT, READ_TIMEOUT
+from repo_builder.store.deadline import request_timeouts
 from repo_builder.store.urls import StoreUrl
 
 SHA256_KEY = "sha256"  # user metadata each uploaded object carries (x-amz-meta-sha256 on S3)
@@ -15,9 +15,11 @@ SHA256_KEY = "sha256"  # user metadata each uploaded object carries (x-amz-meta-
 
 def filesystem_options(location: StoreUrl) -> dict[str, Any]:
     """s3fs's options for ``location``."""
-    # Retries are ours (retries.with_retries): botocore's own loop would multiply them.
+    # Retries are ours (retries.with_retries): botocore's own loop would multiply them. The timeouts
+    # follow the command's --timeout (deadline.request_timeouts).
+    connect, read = request_timeouts()
     options: dict[str, Any] = {
-        "config_kwargs": {"connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT, "retries": {"max_attempts": 1}}
+        "config_kwargs": {"connect_timeout": connect, "read_timeout": read, "retries": {"max_attempts": 1}}
     }
     if location.endpoint_url:
         options["client_kwargs"] = {"endpoint_url": location.endpoint_url}

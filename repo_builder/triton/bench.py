@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repo_builder.errors import ToolError, UserError
+from repo_builder.triton.bench_inputs import describe_payload
 from repo_builder.triton.bench_limits import PROGRESS_FROM, start_progress
 from repo_builder.triton.client import connect, error_text, grpc_module
 from repo_builder.triton.perf_analyzer import LoadGenerator, run_level
@@ -173,9 +174,11 @@ def run_load(
     items_per_request: int = 1,
     headers: Mapping[str, str] | None = None,
     log: Callable[[str], None] | None = None,
+    on_measuring: Callable[[], None] | None = None,
 ) -> LoadResult:
     """``concurrency`` closed-loop clients for ``warmup + seconds``; only the last ``seconds`` count. ``log``
-    gets progress on levels that take a while (``bench_limits.PROGRESS_FROM`` clients or more)."""
+    gets progress on levels that take a while (``bench_limits.PROGRESS_FROM`` clients or more);
+    ``on_measuring`` is called once as the warm-up ends and the measured window begins."""
     if concurrency < 1 or seconds <= 0:
         raise ValueError("concurrency must be >= 1 and seconds > 0")
     prepared = [_infer_inputs(p) for p in payloads]
@@ -190,6 +193,9 @@ def run_load(
     threads = [threading.Thread(target=w.loop, args=(measure_from, stop_at, hard_stop), daemon=True) for w in workers]
     for thread in threads:
         thread.start()
+    if on_measuring is not None:
+        time.sleep(max(0.0, measure_from - time.perf_counter()))
+        on_measuring()
     _wait(threads, stop_at, log if concurrency >= PROGRESS_FROM else None)
     for worker in workers:
         worker.client.close()
@@ -287,14 +293,24 @@ def measure(
     batch: int = 0,
 ) -> tuple[LoadResult, tuple[StepStats, ...]]:
     """``run_load`` (or perf_analyzer, when ``generator`` is it) with the statistics of ``model`` and its ``steps``
-    over the same window (warm-up included); ``batch``: rows per request when the model batches, else 0."""
-    before = statistics(client)
+    over the measured window only, as the headline: the snapshot they start from is read as the warm-up ends.
+    perf_analyzer cannot say when its own warm-up ends, so it is warmed by the Python client first and runs
+    none of its own. ``batch``: rows per request when the model batches, else 0."""
+    window: dict[str, dict[str, dict[str, int]]] = {}
+
+    def window_starts() -> None:
+        window["before"] = statistics(client)
+
     if generator is not None and generator.kind == "perf_analyzer" and not headers:
-        result = perf_analyzer_level(generator, url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup,
+        if warmup > 0:  # unmeasured, as the Python client's own warm-up
+            run_load(url, model, payloads, concurrency=concurrency, seconds=warmup, warmup=0.0, items_per_request=items_per_request)
+        window_starts()
+        result = perf_analyzer_level(generator, url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=0.0,
                                      items_per_request=items_per_request, batch=batch)
     else:
         result = run_load(url, model, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup,
-                          items_per_request=items_per_request, headers=headers, log=log)
+                          items_per_request=items_per_request, headers=headers, log=log, on_measuring=window_starts)
+    before = window.get("before") or {}
     after = statistics(client)
     if on_done is not None:
         on_done(result)
@@ -338,13 +354,14 @@ class ModelBench:
 
     model: str
     levels: tuple[tuple[LoadResult, tuple[StepStats, ...]], ...]
+    inputs: tuple[dict[str, Any], ...] = ()  # what the first request carried (bench_inputs.describe_payload)
 
     def to_json(self) -> dict[str, Any]:
         out = []
         for result, steps in self.levels:
             slowest = slowest_step(steps[1:] or steps)
             out.append({**result.to_json(), "steps": [s.to_json() for s in steps], "slowest_step": slowest.model if slowest else None})
-        return {"model": self.model, "levels": out}
+        return {"model": self.model, **({"inputs": list(self.inputs)} if self.inputs else {}), "levels": out}
 
 
 def config_on_disk(repository: Path, name: str) -> ModelConfig | None:
@@ -401,7 +418,12 @@ def bench_model(
     go through the Python client: perf_analyzer sends no gRPC metadata)."""
     server.load(name, timeout=300)
     config = server.client.get_model_config(name).config
-    payloads = list(payloads) if payloads else payloads_for(config, files)
+    given = set(files)
+    if payloads:
+        payloads, default_source = list(payloads), "reference"
+    else:
+        payloads, default_source = payloads_for(config, files), "synthesized"
+    inputs = tuple(describe_payload(payloads[0], given, default_source))
     steps = ensemble_members(config)
     items = max(1, int(payloads[0][next(iter(payloads[0]))][0].shape[0])) if config.max_batch_size > 0 else 1
     levels = []
@@ -411,4 +433,4 @@ def bench_model(
             measure(server.client, server.grpc_url, name, payloads, concurrency=concurrency, seconds=seconds, warmup=warmup, items_per_request=items, steps=steps,
                     headers=headers, log=log, generator=generator, batch=items if config.max_batch_size > 0 else 0)
         )
-    return ModelBench(name, tuple(levels))
+    return ModelBench(name, tuple(levels), inputs)

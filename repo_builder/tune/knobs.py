@@ -70,15 +70,20 @@ def current_knobs(config: ModelConfig) -> StepKnobs:
 
 
 def apply_knobs(config: ModelConfig, knobs: StepKnobs) -> ModelConfig:
-    """A copy of ``config`` with ``knobs`` set; the instance kind stays what it was (KIND_CPU by default)."""
+    """A copy of ``config`` with ``knobs`` set. One instance group keeps everything but its count (so the
+    write-back edits one value); several become one of the first group's kind (KIND_CPU by default)."""
     new = type(config)()
     new.CopyFrom(config)
-    kind = new.instance_group[0].kind if len(new.instance_group) else None
-    del new.instance_group[:]
-    group = new.instance_group.add()
-    group.count = knobs.instances
-    if kind is not None:
-        group.kind = kind
+    if len(new.instance_group) == 1:
+        if max(1, new.instance_group[0].count) != knobs.instances:  # an unset count (0) is one instance already
+            new.instance_group[0].count = knobs.instances
+    else:
+        kind = new.instance_group[0].kind if len(new.instance_group) else None
+        del new.instance_group[:]
+        group = new.instance_group.add()
+        group.count = knobs.instances
+        if kind is not None:
+            group.kind = kind
     if knobs.threads is not None:
         new.parameters[THREADS_KEY].string_value = str(knobs.threads)
     if knobs.queue_delay_us is not None and new.HasField("dynamic_batching"):

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from repo_builder.report.records import parse_record
 from repo_builder.report.tune_record import tune_document as record_document
 from repo_builder.tune.knobs import flat_knobs
-from repo_builder.tune.search import Measured, Objective, SearchResult
+from repo_builder.tune.search import Measured, Objective, SearchResult, describe
 
 
 def candidate_ids(measured: Sequence[Measured]) -> list[str]:
@@ -54,5 +55,9 @@ def tune_document(
     )
     doc.update(baseline=ids[0], search_seconds=round(seconds, 1))
     if confirmation:
-        doc["confirmation"] = dict(confirmation)
+        by_setting = {describe(m.setting): cid for cid, m in zip(ids, result.measured, strict=True)}
+        entrants = [{"id": by_setting[e["setting"]], **e} if e.get("setting") in by_setting else dict(e)
+                    for e in confirmation.get("entrants", ())]  # the report names each finalist by its candidate id
+        doc["confirmation"] = {**confirmation, "entrants": entrants}
+        parse_record(doc, "tune record", "tune")
     return doc

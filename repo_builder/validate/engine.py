@@ -23,6 +23,7 @@ from repo_builder.validate.records import (
 )
 from repo_builder.validate.report import ModelSummary, Report
 from repo_builder.validate.rules import GATES, RULES, Gate
+from repo_builder.validate.rules.repository import INTEGRITY_CODES
 from repo_builder.validate.scan import scan_repository
 
 
@@ -138,7 +139,8 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
                     continue
             for f in check(model, ctx):
                 found.append(_diagnostic(r, f, model, root))
-        refused[model.name] = any(d.severity == Severity.ERROR for d in found)
+        # An integrity finding (changed since build) fails the gate but is no refusal: Triton loads the model.
+        refused[model.name] = any(d.severity == Severity.ERROR and d.code not in INTEGRITY_CODES for d in found)
         diagnostics.extend(found)
     summaries = tuple(_summary(m, refused) for m in repository.models) if not wrong_folder else ()
     order = {m.name: i for i, m in enumerate(repository.models)}

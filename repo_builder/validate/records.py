@@ -78,6 +78,9 @@ class FileEntry:
     size: int | None = None
     escapes: bool = False  # a symlink that leaves the repository: never read, never listed
     broken: bool = False  # a symlink inside the repository whose target is missing
+    # The scan's stat (the one that gave ``size``): with ``size``, a key for what was derived from the file's
+    # content (an ONNX graph's inputs and outputs ...), so an unchanged file is not opened again.
+    mtime_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,7 @@ class ValidateOptions:
     deploy_platform: str | None = None  # --platform without --triton-release: for the manifest's release
     # With step_packages "dockerfile": the top-level modules the repository's Dockerfile installs in the image.
     image_provides: tuple[str, ...] = ()
+    strict_manifest: bool = False  # --strict-manifest: every built file changed since build is an error (RB002)
 
     @property
     def target(self) -> str:

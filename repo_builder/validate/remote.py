@@ -278,7 +278,7 @@ def _with_remote_sizes(repository: Repository, url: str, sizes: dict[str, int]) 
                 relative = (folder / f.name).relative_to(root).as_posix()
                 size = sizes.get(relative)
                 if size is not None and size != f.size:
-                    f = replace(f, size=size)
+                    f = replace(f, size=size, mtime_ns=None)  # the placeholder's stat describes no content
             out.append(f)
         return tuple(out)
 

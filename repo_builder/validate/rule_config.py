@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.errors import UserError
+from repo_builder.validate.known_codes import known_codes
 
 CONFIG_FILES = (".repo-builder.toml", "pyproject.toml")
 TABLE = ("tool", "repo-builder", "validate")
@@ -29,7 +30,7 @@ MAX_CONFIG_BYTES = 1 << 20  # a configuration file is small; refuse anything big
 @dataclass(frozen=True)
 class Selector:
     """One ``--select``/``--ignore`` entry: a code (``RB306``), a prefix (``RB3``) or a rule name
-    (``duplicate-input``), optionally with the reason it is ignored (``RB401:served elsewhere``)."""
+    (``io-duplicate-names``), optionally with the reason it is ignored (``RB401:served elsewhere``)."""
 
     pattern: str
     reason: str | None = None
@@ -84,11 +85,17 @@ class RuleConfig:
 
 
 def parse_selector(text: str, origin: str) -> Selector:
-    """``RB306``, ``RB3``, ``duplicate-input`` or any of them with ``:reason``."""
+    """``RB306``, ``RB3``, ``io-duplicate-names`` or any of them with ``:reason``; one that names no known
+    code or rule is a usage error suggesting the nearest (a typo must not make another gate)."""
     pattern, _, reason = text.partition(":")
     pattern, reason = pattern.strip(), reason.strip()
     if not pattern or not all(c.isalnum() or c == "-" for c in pattern):
-        raise UserError(f"{origin}: '{text}' is not a rule code, code prefix or rule name (e.g. RB306, RB3, duplicate-input)")
+        raise UserError(f"{origin}: '{text}' is not a rule code, code prefix or rule name (e.g. RB306, RB3, io-duplicate-names)")
+    known = known_codes()
+    if not known.knows(pattern):
+        near = known.nearest(pattern)
+        suggestion = f"did you mean {near}?" if near else "see docs/rules.md for the codes and names"
+        raise UserError(f"{origin}: '{pattern}' is not a known rule code, code prefix or rule name; {suggestion}")
     return Selector(pattern=pattern.upper() if pattern[:2].upper() == "RB" and pattern[2:].isdigit() else pattern, reason=reason or None)
 
 

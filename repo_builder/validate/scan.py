@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repo_builder.errors import UserError
+from repo_builder.guarded_read import CONFIG, UnsafeFile, read_repository_file
 from repo_builder.lazy_pb2 import import_pb2
-from repo_builder.triton_config import MAX_CONFIG_BYTES, read_config_file
+from repo_builder.triton_config import MAX_CONFIG_BYTES, ConfigRead, read_config_file
 from repo_builder.triton_layout import CONFIG_FILE, SKIPPED_VERSION_FOLDERS
 from repo_builder.validate.analysis.files import resolves_inside
+from repo_builder.validate.fast_config import parse_common_config
 from repo_builder.validate.records import FileEntry, ModelEntry, Repository, VersionDir
 
 if TYPE_CHECKING:
@@ -22,7 +24,18 @@ if TYPE_CHECKING:
 __all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "import_pb2", "list_folder", "parse_version_name", "read_config", "scan_repository"]
 
 RESERVED_DIRS = SKIPPED_VERSION_FOLDERS  # the older name, kept for callers
-read_config = read_config_file  # the one config reader (repo_builder/triton_config.py), under the name validate uses
+
+
+def read_config(path: Path, root: Path | None = None) -> ConfigRead:
+    """``read_config_file`` (repo_builder/triton_config.py, the one config reader), with the common case
+    parsed by ``fast_config``: the same message, several times faster than protobuf's ``text_format``.
+    A config outside its subset, and any refusal, goes to the one reader whole, for its words."""
+    try:
+        text = read_repository_file(path, root if root is not None else path.parent.parent, CONFIG, CONFIG_FILE).decode("utf-8")
+    except (UnsafeFile, UnicodeDecodeError):
+        return read_config_file(path, root)
+    config = parse_common_config(text)
+    return ConfigRead(config, text, None) if config is not None else read_config_file(path, root)
 
 
 def parse_version_name(name: str) -> tuple[int | None, str | None]:
@@ -53,7 +66,10 @@ def _entry(entry: os.DirEntry[str], root: Path) -> FileEntry:
     # os.scandir's entries know their type without a syscall; only sizes and symlink targets cost one.
     try:  # the common case first: no link (any error: the full path below decides)
         if not entry.is_symlink():
-            return FileEntry(entry.name, True) if entry.is_dir() else FileEntry(entry.name, False, entry.stat().st_size)
+            if entry.is_dir():
+                return FileEntry(entry.name, True)
+            st = entry.stat()
+            return FileEntry(entry.name, False, st.st_size, mtime_ns=st.st_mtime_ns)
     except OSError:
         pass
     name = entry.name
@@ -61,12 +77,14 @@ def _entry(entry: os.DirEntry[str], root: Path) -> FileEntry:
     try:
         is_link = entry.is_symlink()
         is_dir = entry.is_dir()  # follows links, as Triton does
-        size = None if is_dir else entry.stat().st_size  # raises for a dangling link
+        st = None if is_dir else entry.stat()  # raises for a dangling link
     except OSError:  # a dangling link (or a loop): escaping when its target would lie outside
         escapes = is_link and not _target_inside(entry.path, root)
         return FileEntry(name, is_dir=False, size=None, escapes=escapes, broken=is_link and not escapes)
     escapes = is_link and not resolves_inside(Path(entry.path), root)
-    return FileEntry(name, is_dir=is_dir, size=None if escapes else size, escapes=escapes)
+    if escapes or st is None:
+        return FileEntry(name, is_dir=is_dir, size=None, escapes=escapes)
+    return FileEntry(name, is_dir=False, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
 def _target_inside(link: str, root: Path) -> bool:

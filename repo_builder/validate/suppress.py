@@ -7,8 +7,8 @@ Nothing is dropped: a finding that is ignored, suppressed inline or outside ``--
 the user acknowledged the finding, and a finding of severity error is only set aside with a reason.
 
 Inline comments, read from the config text the scan already holds (no extra I/O):
-- ``# repo-builder: ignore[RB306] reason`` at the end of a line: findings on that line;
-- the same comment alone on a line: findings on the next line that is not a comment;
+- ``# repo-builder: ignore[RB306] reason`` at the end of a line: findings on that line of that file;
+- the same comment alone on a line: findings on the next line that is not a comment, in that file;
 - in the file's header (before the first field): every finding of those codes for the model.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from repo_builder.validate.records import Diagnostic, Severity, Suppression
 from repo_builder.validate.report import Report
@@ -80,9 +81,11 @@ def _allowed(selector: Selector, d: Diagnostic) -> bool:
     return d.severity != Severity.ERROR or selector.reason is not None
 
 
-def _inline_match(d: Diagnostic, comments: Iterable[InlineComment]) -> Selector | None:
+def _inline_match(d: Diagnostic, comments: Iterable[InlineComment], config_file: str) -> Selector | None:
     for c in comments:
-        if c.line is not None and c.line != d.line:
+        # A line comment covers that line of this config only: findings in a member's config or a
+        # model.py carry line numbers of their own file.
+        if c.line is not None and (c.line != d.line or d.path != config_file):
             continue
         for s in c.selectors:
             if s.matches(d.code, d.rule) and _allowed(s, d):
@@ -90,8 +93,8 @@ def _inline_match(d: Diagnostic, comments: Iterable[InlineComment]) -> Selector 
     return None
 
 
-def _suppression(d: Diagnostic, config: RuleConfig, comments: tuple[InlineComment, ...]) -> Suppression | None:
-    inline = _inline_match(d, comments) if comments else None
+def _suppression(d: Diagnostic, config: RuleConfig, comments: ModelComments | None) -> Suppression | None:
+    inline = _inline_match(d, comments.comments, comments.config_file) if comments else None
     if inline is not None:
         return Suppression(kind="inline", reason=inline.reason, by=inline.pattern)
     ignored = config.ignored_by(d.code, d.rule, d.model, d.path)
@@ -102,13 +105,27 @@ def _suppression(d: Diagnostic, config: RuleConfig, comments: tuple[InlineCommen
     return None
 
 
-def _comments_by_model(report: Report) -> dict[str, tuple[InlineComment, ...]]:
-    out: dict[str, tuple[InlineComment, ...]] = {}
+@dataclass(frozen=True)
+class ModelComments:
+    config_file: str  # the config the comments are in, as ``Diagnostic.path`` names it
+    comments: tuple[InlineComment, ...]
+
+
+def _config_file(path: Path, root: Path) -> str:
+    # The engine's ``Diagnostic.path``: relative to the repository root where possible.
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _comments_by_model(report: Report) -> dict[str, ModelComments]:
+    out: dict[str, ModelComments] = {}
     for m in report.repository.models:
         if m.config_text:
             found = inline_comments(m.config_text, f"{m.name}/config.pbtxt")
             if found:
-                out[m.name] = found
+                out[m.name] = ModelComments(_config_file(m.config_path, report.repository.root), found)
     return out
 
 
@@ -120,7 +137,7 @@ def apply_rule_config(report: Report, config: RuleConfig) -> Report:
     kept: list[Diagnostic] = []
     moved: list[Diagnostic] = list(report.suppressed)
     for d in report.diagnostics:
-        found = _suppression(d, config, comments.get(d.model or "", ()))
+        found = _suppression(d, config, comments.get(d.model or ""))
         if found is None:
             kept.append(d)
         else:

@@ -88,11 +88,12 @@ def classifier_figures(family: str, sizes: list[str], count: int) -> dict[str, A
 
 def _detector_step() -> Any:
     """The Python step ``build object-detector`` writes, rendered from its template and loaded as the backend would."""
+    from repo_builder.render.context import DEFAULT_MAX_IMAGE_PIXELS
     from repo_builder.render.environment import make_environment
     from repo_builder.render.render import render_source
 
     context = {"model_name": "m_model", "input_name": "IMAGE", "output_name": "images", "shapes_name": "IMAGE_SHAPES",
-               "imgsz_name": "IMGSZ", "output_dtype": "float32", "imgsz": [DETECTOR_IMGSZ, DETECTOR_IMGSZ], "stride": 32, "rect": False}
+               "imgsz_name": "IMGSZ", "output_dtype": "float32", "imgsz": [DETECTOR_IMGSZ, DETECTOR_IMGSZ], "stride": 32, "rect": False, "max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS}
     source = render_source(make_environment(None), "model/detection_preprocess.py.j2", context)
     with tempfile.TemporaryDirectory(prefix="dali-bench-") as folder:
         path = Path(folder) / "model.py"

@@ -26,7 +26,9 @@ def deferred_repo(tmp_path: Path) -> Path:
     for model, precision in (("a_fp32", "fp32"), ("b_fp16", "fp16")):
         (repo / model).mkdir(parents=True)
         (repo / model / "config.pbtxt").write_text(TENSORRT_CONFIG.replace('"classifier"', f'"{model}"'))
-        defer_plan(onnx_path, IMAGE_SIGNATURE, repo / model / "1", CompileSettings(max_batch_size=8, precision=precision))
+        # b_fp16 as recipes written before precision moved into the graph: TensorRT 10's builder flags.
+        defer_plan(onnx_path, IMAGE_SIGNATURE, repo / model / "1",
+                   CompileSettings(max_batch_size=8, precision=precision, precision_flags=precision != "fp32"))
     return repo
 
 

@@ -26,12 +26,22 @@ QDQ_FACTS = OnnxFacts(frozenset({"FLOAT"}), has_qdq=True)
 def _text_command(major: int, facts: OnnxFacts, precision: str = "fp16", **extra) -> list[str]:
     settings = CompileSettings(max_batch_size=8, max_seq_len=256, precision=precision, **extra)
     profiles = derive_profiles(TEXT_SIGNATURE, settings)
-    plan = choose_precision(precision, major, facts)
+    plan = choose_precision(precision, major, facts, flags=settings.precision_flags)
     return trtexec_command(Path("m.onnx"), Path("out/model.plan"), profiles, ("input_ids", "attention_mask"), plan, settings)
 
 
-def test_trtexec_command_uses_fp16_flag_when_tensorrt10():
-    assert _text_command(10, FP32_FACTS) == [
+def test_trtexec_command_builds_strongly_typed_when_tensorrt10_and_precision_in_the_graph():
+    cmd = _text_command(10, FP16_FACTS)
+    assert cmd[-1] == "--stronglyTyped" and not {"--fp16", "--int8", "--bf16", "--best"} & set(cmd)
+
+
+def test_choose_precision_refuses_fp16_when_tensorrt10_and_onnx_is_fp32_and_no_flags_asked_for():
+    with pytest.raises(UserError, match=r"strongly typed.*'repo-builder compile --precision fp16' converts it.*--precision-flags"):
+        choose_precision("fp16", 10, FP32_FACTS)
+
+
+def test_trtexec_command_uses_fp16_flag_when_tensorrt10_and_flags_requested():
+    assert _text_command(10, FP32_FACTS, precision_flags=True) == [
         "trtexec",
         "--onnx=m.onnx",
         "--saveEngine=out/model.plan",
@@ -56,15 +66,16 @@ def test_choose_precision_refuses_fp16_when_tensorrt11_and_onnx_is_fp32():
 
 
 def test_choose_precision_says_what_was_done_when_each_version():
-    ten = choose_precision("fp16", 10, FP32_FACTS)
+    ten = choose_precision("fp16", 10, FP32_FACTS, flags=True)
     eleven = choose_precision("fp16", 11, FP16_FACTS)
     assert ten.flags == ("FP16",) and not ten.strongly_typed and "builder flag FP16" in ten.notes[0]
     assert eleven.flags == () and eleven.strongly_typed and "FLOAT16 from the model" in eleven.notes[0]
 
 
-def test_trtexec_command_uses_int8_and_fp16_when_tensorrt10_and_qdq_model():
-    cmd = _text_command(10, QDQ_FACTS, precision="int8")
+def test_trtexec_command_uses_int8_and_fp16_when_tensorrt10_and_qdq_model_and_flags_requested():
+    cmd = _text_command(10, QDQ_FACTS, precision="int8", precision_flags=True)
     assert cmd[-2:] == ["--int8", "--fp16"]
+    assert _text_command(10, QDQ_FACTS, precision="int8")[-1] == "--stronglyTyped"  # by default: Q/DQ in the graph decide
 
 
 def test_choose_precision_refuses_int8_when_model_has_no_qdq_nodes():
@@ -100,7 +111,7 @@ def test_trtexec_command_omits_shapes_when_inputs_static():
 
 def test_trtexec_command_passes_cache_level_and_workspace_when_set(tmp_path: Path):
     cache = tmp_path / "timing.cache"
-    cmd = _text_command(10, FP32_FACTS, timing_cache=cache, opt_level=5, workspace_mib=2048)
+    cmd = _text_command(10, FP32_FACTS, timing_cache=cache, opt_level=5, workspace_mib=2048, precision_flags=True)
     assert cmd[-3:] == [f"--timingCacheFile={cache}", "--builderOptimizationLevel=5", "--memPoolSize=workspace:2048"]
 
 

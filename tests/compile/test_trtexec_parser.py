@@ -81,7 +81,7 @@ def _command(signature: Signature, overrides: tuple[str, ...], precision: str, m
     settings = CompileSettings(max_batch_size=8, max_seq_len=128, precision=precision, profiles=parse_profile_options(overrides), **extra)
     profiles = derive_profiles(signature, settings)
     dynamic = tuple(t.name for t in signature.inputs if t.dynamic_axes)
-    plan = choose_precision(precision, major, FACTS[precision])
+    plan = choose_precision(precision, major, FACTS[precision], flags=settings.precision_flags)
     return trtexec_command(Path("/work/m.onnx"), Path("/repo/m/1/model.plan"), profiles, dynamic, plan, settings, device=device), profiles, dynamic
 
 
@@ -109,9 +109,18 @@ def test_trtexec_command_is_accepted_by_nvidias_parser_when_cache_level_workspac
     assert header["timingCacheFile"] == (str(settings["timing_cache"]) if "timing_cache" in settings else "")
     assert f"workspace MiB = {settings.get('workspace_mib', -1)}" in out
     assert header["skipInference"] == "1"
-    if major == 10:
-        assert header["fp16"] == ("1" if precision in ("fp16", "int8") else "0") and header["int8"] == str(int(precision == "int8"))
+    if major == 10:  # precision in the graph: strongly typed, no flags, on 10 as on 11
+        assert header["fp16"] == "0" and header["int8"] == "0"
+        assert header["stronglyTyped"] == ("1" if precision != "fp32" else "0")
     assert _parsed_profiles(out) == _expected(profiles, dynamic)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "int8"])
+def test_trtexec_command_is_accepted_with_builder_flags_when_tensorrt10_and_flags_requested(precision: str):
+    cmd, _, _ = _command(TEXT_SIGNATURE, TWO_TEXT_PROFILES, precision, 10, 0, {"precision_flags": True})
+    header = _header(_parse(10, cmd))
+    assert header["stronglyTyped"] == "0"
+    assert header["fp16"] == ("1" if precision in ("fp16", "int8") else "0") and header["int8"] == str(int(precision == "int8"))
 
 
 def test_trtexec_parser_rejects_repeated_shapes_without_profile_when_old_form():

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("entry points", frozenset({"cli", "api"})),
     ("measuring", frozenset({"tune"})),
     ("build flow", frozenset({"pipelines"})),
+    ("reduced precision, gated", frozenset({"precision"})),
     ("validate --live", frozenset({"live"})),
     ("running Triton, writing repositories", frozenset({"triton", "repository"})),
     ("validation", frozenset({"validate"})),

@@ -45,6 +45,10 @@ def test_build_command_offers_the_declared_option_when_generated(family: str, de
     assert command is not None
     option = _option(command, declared.dest)
     assert tuple(option.opts) == declared.flags
+    if declared.per_family and declared.dest not in FAMILIES[family].shared_options:
+        # A shared option the family does not read: hidden from its --help, refused when given (cli/build.py).
+        assert option.hidden and option.get_default(click.Context(command)) is None
+        return
     assert option.help == declared.help and option.required == declared.required
     assert option.get_default(click.Context(command)) == (False if declared.kind == "flag" else declared.default)
     assert option.is_flag == (declared.kind == "flag")
@@ -67,11 +71,13 @@ def test_request_defaults_equal_the_declared_defaults_when_the_cli_passes_nothin
     defaults = {f.name: f.default for f in dataclasses.fields(BuildRequest) if f.name not in NOT_OPTIONS and f.name != "out"}
     assert defaults == dict(REQUEST_DEFAULTS)
     assert REQUEST_DEFAULTS["max_batch_size"] == 8 and REQUEST_DEFAULTS["check_parity"] is True  # the documented defaults
+    assert REQUEST_DEFAULTS["max_image_pixels"] == 89_478_485  # Pillow's own warning limit, as README and docs/security.md say
 
 
 def test_check_request_fields_are_the_declared_check_options_when_compared() -> None:
     fields = {f.name: f.default for f in dataclasses.fields(CheckRequest)}
     assert fields.pop("gpu") is None  # --gpu/--no-gpu: every command's one option (cli/options.gpu_option)
+    assert fields.pop("http_header_forward_pattern") is None  # from --nvcf-assets, not an option of its own
     assert fields == dict(CHECK_DEFAULTS) and set(fields) == {o.dest for o in CHECK_OPTIONS}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.pipelines.object_detection import DetectionChoices, postprocess_context
+from repo_builder.render.context import DEFAULT_MAX_IMAGE_PIXELS
 from repo_builder.render.environment import make_environment
 from repo_builder.render.render import render_source
 
@@ -38,7 +39,7 @@ def load_postprocess(folder: Path, num_classes: int = 80, choices: DetectionChoi
 
 def load_preprocess(folder: Path, imgsz: int = 640, rect: bool = True) -> Any:
     context = {"model_name": "m_model", "input_name": "IMAGE", "output_name": "images", "shapes_name": "IMAGE_SHAPES", "imgsz_name": "IMGSZ",
-               "output_dtype": "float32", "imgsz": [imgsz, imgsz], "stride": 32, "rect": rect}
+               "output_dtype": "float32", "imgsz": [imgsz, imgsz], "stride": 32, "rect": rect, "max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS}
     return load_step(folder, "model/detection_preprocess.py.j2", context, "detection_preprocess")
 
 

@@ -110,9 +110,11 @@ def test_write_winner_writes_validated_configs_only_for_changed_steps(built: Pat
     assert write_winner(repo, configs, start, start) == []
     winner = setting_of({**dict(start), "t_preprocess": StepKnobs(3, None, dict(start)["t_preprocess"].queue_delay_us)})
     before = (repo / "t_model" / "config.pbtxt").read_bytes()
+    built_text = (repo / "t_preprocess" / "config.pbtxt").read_text()
     assert write_winner(repo, configs, winner, start) == ["t_preprocess"]
     text = (repo / "t_preprocess" / "config.pbtxt").read_text()
-    assert text.startswith("# Tuned by repo-builder tune")
+    changed = [a for a, b in zip(built_text.splitlines(), text.splitlines(), strict=True) if a != b]  # edited in place
+    assert [line.strip() for line in changed] == [f"count: {dict(start)['t_preprocess'].instances}"]
     assert text_format.Parse(text, model_config_pb2.ModelConfig()).instance_group[0].count == 3
     assert (repo / "t_model" / "config.pbtxt").read_bytes() == before
     assert validate_repository(repo).ok

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from repo_builder.validate.analysis.python_compile import NOT_COMPILED
 from repo_builder.validate.analysis.python_imports import python_imports
-from repo_builder.validate.analysis.python_source import TOO_DEEP
 from repo_builder.validate.analysis.stdlib_names import STDLIB_VERSIONS, stdlib_modules, table_version
 from repo_builder.validate.records import Severity
 
@@ -54,8 +54,8 @@ def test_python_imports_reports_problem_when_source_does_not_parse() -> None:
 
 def test_python_imports_says_not_analysed_when_nested_too_deep() -> None:
     found = python_imports(b"x = " + b"-" * 100_000 + b"1\nimport PIL\n")  # CPython's parser gives up
-    assert found.problem is not None and found.problem[3] == Severity.WARNING
-    assert found.problem[0] == TOO_DEEP.format(filename="model.py")
+    assert found.problem is not None and found.problem[3] == Severity.ERROR  # and so does its compiler
+    assert found.problem[0] == NOT_COMPILED.format(filename="model.py", version=f"{sys.version_info[0]}.{sys.version_info[1]}", error="MemoryError")
 
 
 def test_python_imports_walks_deep_blocks_when_they_parse() -> None:

@@ -300,7 +300,7 @@ def test_tensor_consistency_fails_when_data_types_differ(tmp_path: Path) -> None
     ensemble(tmp_path, "e", steps, io=io)
     assert messages(tmp_path, "RB510") == [
         "in ensemble e, ensemble tensor mid: inconsistent data type: TYPE_FP32 is inferred from model a "
-        "while TYPE_INT32 is inferred from model b"
+        "while TYPE_INT32 is inferred from model b (model a's data_type: a/config.pbtxt:5)"
     ]
 
 
@@ -317,7 +317,7 @@ def test_tensor_consistency_fails_when_shapes_differ(tmp_path: Path) -> None:
     ensemble(tmp_path, "e", steps, io=io)
     assert messages(tmp_path, "RB510") == [
         "in ensemble e, ensemble tensor mid: inconsistent shape: [-1,16] is inferred from model a "
-        "while [-1,16,16] is inferred from model b"
+        "while [-1,16,16] is inferred from model b (model a's dims: a/config.pbtxt:5)"
     ]
 
 

@@ -57,7 +57,7 @@ def test_built_file_changed_reports_missing_and_changed_files(repo: Path) -> Non
     _manifest(repo, {"model.py": ADD_SUB_MODEL_PY.encode(), "labels.txt": b"a\nb\n"})
     report = validate(repo)
     assert "RB002" not in codes(report, "add_sub", Severity.WARNING)
-    assert any("labels.txt' is missing" in m for m in messages(report, "RB002"))
+    assert any("labels.txt' changed since build: missing" in m for m in messages(report, "RB002"))
     (repo / "add_sub" / "1" / "model.py").write_text(ADD_SUB_MODEL_PY + "# edited\n")
     assert any("changed since" in m for m in messages(validate(repo), "RB002"))
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.rule_repo_helpers import MODEL_PY, write_model
 
+from repo_builder.deploy_target import resolve_target
 from repo_builder.errors import UserError
 from repo_builder.validate.engine import validate_repository
 from repo_builder.validate.records import Severity, ValidateOptions
@@ -42,8 +43,15 @@ def _repo(root: Path, dup_header: str = "", dup_line_comment: str = "") -> Path:
     return root
 
 
-def _judge(root: Path, *, select: tuple[str, ...] = (), ignore: tuple[str, ...] = (), config: Path | None = None):
-    report = validate_repository(root, ValidateOptions())
+def _judge(
+    root: Path,
+    *,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    config: Path | None = None,
+    options: ValidateOptions | None = None,
+):
+    report = validate_repository(root, options or ValidateOptions())
     rules = resolve_rule_config(RuleChoice(select=select, ignore=ignore, config=config, isolated=config is None))
     return apply_rule_config(report, rules)
 
@@ -191,3 +199,19 @@ def test_report_json_with_suppressions_matches_schema(tmp_path: Path) -> None:
     report = _judge(root, ignore=("RB405:why not",))
     assert report.count(Severity.ERROR) == 0
     jsonschema.validate(json.loads(render_report(report, "json")), report_schema())
+
+
+def test_inline_line_comment_does_not_suppress_finding_on_same_line_number_of_another_file(tmp_path: Path) -> None:
+    # RB421 points at line 2 of model.py; the config's comment on its own line 2 is about the config only.
+    root = tmp_path / "r"
+    model_py = "import numpy\nimport not_a_module_anywhere_xyz\n" + MODEL_PY
+    comment = "# repo-builder: ignore[RB421] reviewed"
+    write_model(root, "m", f'name: "m"\nbackend: "python"  {comment}\n{IO}', {"1/model.py": model_py})
+    judged = ValidateOptions(deploy=resolve_target("24.12"))  # imports are judged against an image
+    report = _judge(root, options=judged)
+    found = [d for d in report.diagnostics if d.code == "RB421"]
+    assert [(d.path, d.line) for d in found] == [("m/1/model.py", 2)]
+    assert not [d for d in report.suppressed if d.code == "RB421"]
+    # The same comment in the model's header covers the model's findings wherever they point.
+    write_model(root, "m", f'{comment}\nname: "m"\nbackend: "python"\n{IO}', {"1/model.py": model_py})
+    assert [(d.code, d.path) for d in _judge(root, options=judged).suppressed] == [("RB421", "m/1/model.py")]

@@ -132,15 +132,14 @@ def test_unknown_data_type_named_as_triton_does_when_onnx_config_says_99(tmp_pat
     assert any("data_type 99" in d["message"] for d in json.loads(result.stdout)["diagnostics"])
 
 
-def test_python_model_too_deep_is_a_skipped_warning_when_one_expression_nests_100000_deep(tmp_path: Path) -> None:
+def test_python_model_too_deep_is_an_error_when_one_expression_nests_100000_deep(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     model = make_add_sub(repo)
     (model / "1" / "model.py").write_text(ADD_SUB_MODEL_PY + "\nX = " + "-" * 100_000 + "1\n")
     result = run_validate(str(repo), "--format", "json")
-    _assert_judged(result)
     found = [d for d in json.loads(result.stdout)["diagnostics"] if d["code"] == "RB407"]
-    assert [d["severity"] for d in found] == ["warning"]
-    assert "skipped, not passed" in found[0]["message"]
+    assert [d["severity"] for d in found] == ["error"] and result.returncode == 1  # CPython cannot compile it
+    assert "fails with MemoryError" in found[0]["message"]
 
 
 def test_text_report_escapes_content_when_a_quoted_config_line_holds_cr_bel_esc(tmp_path: Path) -> None:

@@ -51,7 +51,10 @@ def python_io_autocompleted(model: ModelEntry) -> bool:
         entry = folder.entry(filename) if folder is not None else None
         if folder is None or entry is None or entry.is_dir or entry.escapes:
             continue  # RB405 / RB103 refuse the version
-        if _python_autocompletes(folder.path / filename, model.path.parent):
+        if entry.mtime_ns is not None and entry.size is not None:  # the scan's stat: no second one
+            if _read_autocompletes(folder.path / filename, model.path.parent, entry.mtime_ns, entry.size):
+                return True
+        elif _python_autocompletes(folder.path / filename, model.path.parent):
             return True
     return False
 

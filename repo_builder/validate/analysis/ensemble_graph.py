@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from repo_builder.validate.analysis.memo import model_fact
+from repo_builder.validate.analysis.positions import PathStep, placed
 from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name
 from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext
@@ -44,23 +45,49 @@ def steps(model: ModelEntry) -> list[ModelEnsembling.Step]:
     return list(model.config.ensemble_scheduling.step)
 
 
+# What a problem is about: a path to its element in the ensemble's config.pbtxt (positions.element_at).
+Where = tuple[PathStep, ...]
+Problem = tuple[str, Where]  # (Triton's text, where)
+SCHEDULING: Where = ("ensemble_scheduling",)
+
+
+def step_at(index: int, *rest: PathStep) -> Where:
+    """Step ``index`` of the ensemble (counting from 0, as Triton's texts do), then ``rest`` inside it."""
+    return ("ensemble_scheduling", "step", index, *rest)
+
+
+def located(model: ModelEntry, message: str, where: Where, hint: str | None = None) -> Finding:
+    """A finding placed on the element ``where`` leads to (its deepest written part); unplaced when not
+    even its first field is written (the engine then falls back to the rule's field)."""
+    return placed(Finding(message, hint=hint), model.config_text, *where)
+
+
 def scheduling_problems(model: ModelEntry) -> list[str]:
     """Core's ValidateEnsembleSchedulingConfig up to (not including) the data flow."""
+    return [text for text, _ in _scheduling(model)]
+
+
+def scheduling_findings(model: ModelEntry) -> list[Finding]:
+    """``scheduling_problems``, each at the field or step it is about."""
+    return [located(model, text, where) for text, where in _scheduling(model)]
+
+
+def _scheduling(model: ModelEntry) -> list[Problem]:
     cfg = model.config
     assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
     if not cfg.HasField("ensemble_scheduling"):
-        return [f"ensemble scheduling must be set for ensemble {name} whose platform is {ENSEMBLE}"]
-    problems = []
+        return [(f"ensemble scheduling must be set for ensemble {name} whose platform is {ENSEMBLE}", ())]
+    problems: list[Problem] = []
     if cfg.instance_group:
-        problems.append(f"instance group should not be specified for ensemble '{name}'")
+        problems.append((f"instance group should not be specified for ensemble '{name}'", ("instance_group",)))
     if cfg.HasField("optimization"):
-        problems.append(f"optimization should not be specified for ensemble '{name}'")
+        problems.append((f"optimization should not be specified for ensemble '{name}'", ("optimization",)))
     if cfg.model_warmup:
-        problems.append(f"model_warmup can not be specified for ensemble '{name}'")
+        problems.append((f"model_warmup can not be specified for ensemble '{name}'", ("model_warmup",)))
     step_list = steps(model)
     if not step_list:
-        problems.append(f"must specify 'step' for ensemble '{name}'")
+        problems.append((f"must specify 'step' for ensemble '{name}'", SCHEDULING))
     for index, step in enumerate(step_list):
         for what, present in (
             ("model_name", bool(step.model_name)),
@@ -68,7 +95,7 @@ def scheduling_problems(model: ModelEntry) -> list[str]:
             ("output_map", len(step.output_map) > 0),
         ):
             if not present:
-                problems.append(f"must specify '{what}' in step {index} of ensemble '{name}'")
+                problems.append((f"must specify '{what}' in step {index} of ensemble '{name}'", step_at(index)))
                 break
     return problems
 
@@ -82,15 +109,18 @@ class _FlowNode:
     next: list[_FlowNode] = field(default_factory=list)
 
 
-def _build_flow(model: ModelEntry, name: str) -> dict[str, _FlowNode] | str:
-    """The tensors and which step writes which (core's BuildEnsembleGraph), or Triton's error text."""
+def _build_flow(model: ModelEntry, name: str) -> dict[str, _FlowNode] | Problem:
+    """The tensors and which step writes which (core's BuildEnsembleGraph), or Triton's error."""
     tensors: dict[str, _FlowNode] = {}
     for index, step in enumerate(steps(model)):
         written = []
         for tensor in step.output_map.values():
             node = tensors.get(tensor)
             if node is not None and node.is_output:
-                return f"ensemble tensor '{tensor}' can appear in an output map only once for ensemble '{name}' step {index}"
+                return (
+                    f"ensemble tensor '{tensor}' can appear in an output map only once for ensemble '{name}' step {index}",
+                    step_at(index, "output_map", ("value", tensor), "value"),
+                )
             if node is None:
                 node = tensors[tensor] = _FlowNode(tensor, True)
             node.is_output = True
@@ -103,15 +133,15 @@ def _build_flow(model: ModelEntry, name: str) -> dict[str, _FlowNode] | str:
     return tensors
 
 
-def _mark_ready(cfg: ModelConfig, name: str, tensors: dict[str, _FlowNode]) -> list[str]:
+def _mark_ready(cfg: ModelConfig, name: str, tensors: dict[str, _FlowNode]) -> list[Problem]:
     """Walk from the ensemble's inputs, marking every tensor that can be computed; unused inputs."""
-    problems = []
+    problems: list[Problem] = []
     queue: deque[_FlowNode] = deque()
     for io in cfg.input:
         node = tensors.get(io.name)
         if node is None:
             # Triton's text has a stray quote after the ensemble name; kept so log searches match.
-            problems.append(f"ensemble input '{io.name}' for ensemble {name}' is not used")
+            problems.append((f"ensemble input '{io.name}' for ensemble {name}' is not used", _io_name("input", io.name)))
             continue
         node.ready = True
         queue.append(node)
@@ -123,28 +153,50 @@ def _mark_ready(cfg: ModelConfig, name: str, tensors: dict[str, _FlowNode]) -> l
     return problems
 
 
+def _io_name(kind: str, tensor: str) -> Where:
+    return (kind, ("name", tensor), "name")
+
+
+def tensor_entry(model: ModelEntry, tensor: str) -> Where:
+    """The map entry that names ``tensor``: the step writing it, else the first step reading it."""
+    for kind in ("output_map", "input_map"):
+        for index, step in enumerate(steps(model)):
+            if tensor in getattr(step, kind).values():
+                return step_at(index, kind, ("value", tensor), "value")
+    return SCHEDULING
+
+
 def data_flow_problems(model: ModelEntry) -> list[str]:
     """Core's BuildEnsembleGraph and its readiness walk: every input used, every output written once."""
+    return [text for text, _ in _data_flow(model)]
+
+
+def data_flow_findings(model: ModelEntry) -> list[Finding]:
+    """``data_flow_problems``, each at the tensor or map entry it is about."""
+    return [located(model, text, where) for text, where in _data_flow(model)]
+
+
+def _data_flow(model: ModelEntry) -> list[Problem]:
     cfg = model.config
     assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
     tensors = _build_flow(model, name)
-    if isinstance(tensors, str):
+    if isinstance(tensors, tuple):
         return [tensors]
     problems = _mark_ready(cfg, name, tensors)
     outputs = set()
     for io in cfg.output:
         node = tensors.get(io.name)
         if node is None:
-            problems.append(f"ensemble output '{io.name}' for ensemble {name}' is not used")
+            problems.append((f"ensemble output '{io.name}' for ensemble {name}' is not used", _io_name("output", io.name)))
         elif not node.ready:
-            problems.append(_not_written(io.name, name, node))
+            problems.append((_not_written(io.name, name, node), _io_name("output", io.name)))
         else:
             outputs.add(io.name)
     if problems:
         return problems
     return [
-        f"ensemble tensor '{t}' is unused in ensemble '{name}'"
+        (f"ensemble tensor '{t}' is unused in ensemble '{name}'", tensor_entry(model, t))
         for t, node in tensors.items()
         if t not in outputs and (not node.ready or not node.next)
     ]
@@ -174,7 +226,7 @@ def config_ok(model: ModelEntry) -> bool:
 
 def _config_ok(model: ModelEntry) -> bool:
     assert model.config is not None  # an ensemble: its platform comes from its config
-    return not model.config.backend and not scheduling_problems(model) and not data_flow_problems(model)
+    return not model.config.backend and not _scheduling(model) and not _data_flow(model)
 
 
 def member_names(model: ModelEntry) -> list[str]:
@@ -189,36 +241,60 @@ def missing_members(model: ModelEntry, ctx: RuleContext) -> list[str]:
     return sorted(n for n in member_names(model) if lookup(ctx, n) is None)
 
 
+def step_index(model: ModelEntry, member: str) -> int:
+    """The first step that runs ``member`` (-1, placing nothing more precise than the steps, when none)."""
+    return next((i for i, step in enumerate(steps(model)) if step.model_name == member), -1)
+
+
+def member_finding(model: ModelEntry, message: str, member: str, hint: str | None = None) -> Finding:
+    """A finding about a member, at the ``model_name`` of the first step that runs it."""
+    index = step_index(model, member)
+    return located(model, message, step_at(index, "model_name") if index >= 0 else SCHEDULING, hint)
+
+
 def cycle(model: ModelEntry, ctx: RuleContext) -> str | None:
     """Triton's CircularDependencyCheck: 'start -> ... -> last -> start' when a path leads back here."""
+    found = _cycle(model, ctx)
+    return found[0] if found is not None else None
+
+
+def cycle_finding(model: ModelEntry, ctx: RuleContext) -> Finding | None:
+    """``cycle``'s text at the step whose member leads back to this ensemble."""
+    found = _cycle(model, ctx)
+    return member_finding(model, *found) if found is not None else None
+
+
+def _cycle(model: ModelEntry, ctx: RuleContext) -> tuple[str, str] | None:
     return memo("cycle", model, ctx, lambda: _find_cycle(model, ctx))
 
 
-def _find_cycle(model: ModelEntry, ctx: RuleContext) -> str | None:
-    """Depth-first over ensemble members (iterative: chains of nested ensembles can be long)."""
+def _find_cycle(model: ModelEntry, ctx: RuleContext) -> tuple[str, str] | None:
+    """Depth-first over ensemble members (iterative: chains of nested ensembles can be long): Triton's text
+    and the member of this ensemble the cycle goes through."""
     start = config_name(model)
     seen: set[str] = set()
-    stack = [model]
+    stack: list[tuple[ModelEntry, str | None]] = [(model, None)]  # (entry, the direct member it was reached by)
     while stack:
-        current = stack.pop()
+        current, via = stack.pop()
         if current.config is None or current.config.platform != ENSEMBLE:
             continue
         names = member_names(current)
         if model.name in names:
             return (
-                f"circular dependency between ensembles: {start} -> ... -> {config_name(current)} -> {start}"
+                f"circular dependency between ensembles: {start} -> ... -> {config_name(current)} -> {start}",
+                via or model.name,
             )
         for member_name in reversed(names):
             member = lookup(ctx, member_name)
             if member is not None and member_name not in seen:
                 seen.add(member_name)
-                stack.append(member)
+                stack.append((member, via or member_name))
     return None
 
 
 def version_problems(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     name = config_name(model)
-    for step in steps(model):
+    for index, step in enumerate(steps(model)):
         member = lookup(ctx, step.model_name)
         if member is None or step.model_version == -1:
             continue
@@ -231,9 +307,12 @@ def version_problems(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
             if step.model_version == 0
             else f"loaded versions of '{step.model_name}': {', '.join(map(str, loaded))}; or write model_version: -1"
         )
-        yield Finding(
+        # An omitted model_version has no line of its own: the step is placed.
+        yield located(
+            model,
             f"ensemble '{name}' depends on '{step.model_name}' whose required version {step.model_version} is not loaded.",
-            hint=hint,
+            step_at(index, "model_version"),
+            hint,
         )
 
 

@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from repo_builder.compile_recipe import RECIPE_FILE
 from repo_builder.guarded_read import HASHED, loads_json, open_repository_file
+from repo_builder.plan_format import SIDECAR_FILE
+from repo_builder.spec import SIGNATURE_FILE
+from repo_builder.triton_layout import PLACEHOLDER_FILE
 from repo_builder.validate.analysis.files import UnsafeFile, read_bounded, regular_file_size, relative_inside
 from repo_builder.validate.records import ModelEntry, Repository, RuleContext
 
@@ -82,17 +86,47 @@ def file_sha256(path: Path, root: Path) -> str | None:
     return digest.hexdigest()
 
 
-def check_built_file(model: ModelEntry, built: BuiltFile) -> str | None:
-    """Why a recorded file no longer matches: "missing", "changed", "outside"; None when it matches."""
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def check_built_file(model: ModelEntry, built: BuiltFile, remote: bool = False) -> str | None:
+    """Why a recorded file no longer matches: "missing", "changed", "outside"; None when it matches.
+    ``remote``: the repository is a mirror of an object store, where files too large to fetch are laid out
+    empty: those are not compared (their size is checked against the publish record instead, RB004)."""
     if not relative_inside(built.relative) or not relative_inside(built.version):
         return "outside"
     path = model.path / built.version / built.relative
-    if regular_file_size(path, model.path) is None:
+    size = regular_file_size(path, model.path)
+    if size is None:
         return "missing"
+    if remote and size == 0 and built.sha256 != EMPTY_SHA256:
+        return None  # not downloaded: not checked
     digest = file_sha256(path, model.path)
     if digest is None:
         return None  # too big to hash: not checked
     return None if digest == built.sha256 else "changed"
+
+
+# Files no server or step reads: documentation, and repo-builder's own records beside a model file (the
+# export's signature, a plan's sidecar, a deferred compile's recipe, the placeholder keeping a folder).
+DOCUMENTATION = (".md", ".rst", ".markdown")
+DOCUMENTATION_STEMS = frozenset({"readme", "license", "licence", "notice", "changelog", "authors", "copying"})
+OWN_RECORDS = frozenset({SIGNATURE_FILE, SIDECAR_FILE, RECIPE_FILE, PLACEHOLDER_FILE})
+
+
+def is_documentation(relative: str) -> bool:
+    name = relative.rsplit("/", 1)[-1].lower()
+    return name.endswith(DOCUMENTATION) or name.split(".", 1)[0] in DOCUMENTATION_STEMS
+
+
+def needed_to_serve(model: ModelEntry, relative: str, backend: str | None) -> bool:
+    """Whether Triton or the step reads a built file to load and answer: the model file, ``model.py`` and
+    what a Python step reads beside it (tokenizer, labels, settings, shipped packages), an ONNX model's
+    external data. Not: anything in an ensemble's version folder (Triton reads none of it),
+    documentation, repo-builder's own records beside a model file."""
+    if model.is_ensemble or is_documentation(relative):
+        return False
+    return backend == "python" or relative not in OWN_RECORDS
 
 
 LABELS_FILE = "labels.txt"  # what the classification postprocess step reads beside its model.py

@@ -16,7 +16,7 @@ from repo_builder.validate.analysis.files import resolves_inside
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.onnx_compare import OnnxProblem, compare_onnx
 from repo_builder.validate.analysis.resolve import resolve_backend
-from repo_builder.validate.analysis.versions import version_folder, versions_to_load
+from repo_builder.validate.analysis.versions import content_key, version_folder, versions_to_load
 from repo_builder.validate.records import ModelEntry, RuleContext, Severity
 
 
@@ -46,8 +46,8 @@ def not_downloaded(model: ModelEntry, number: int, filename: str, path: Path) ->
     """Size of a remote file that was listed but not fetched (a zero-byte placeholder), else None."""
     v = version_folder(model, number)
     entry = v.entry(filename) if v is not None else None
-    if entry is None or entry.is_dir or not entry.size:
-        return None
+    if entry is None or entry.is_dir or not entry.size or entry.mtime_ns is not None:
+        return None  # a stat of the file itself gave the size (remote.py drops it for a listed size)
     try:
         return entry.size if path.stat().st_size != entry.size else None
     except OSError:
@@ -73,14 +73,29 @@ def external_data_problems(sig: OnnxSignature, path: Path, model_dir: Path, file
             )
 
 
+# Graphs read in this process, by path and the scan's size and modification time: an unchanged file is not
+# opened again (the guarded open walks every path component). Only readable graphs are kept.
+_SIGNATURES: dict[tuple[str, int, int], OnnxSignature] = {}
+_MAX_SIGNATURES = 4096
+
+
 def read_version_signature(path: Path, model: ModelEntry, filename: str) -> OnnxSignature | OnnxProblem:
     """The graph's IO, or the RB601 problem that keeps it from being read."""
     if not resolves_inside(path, model.path):
         return OnnxProblem("RB601", f"{filename} leaves the model folder; not read", "copy the file into the model folder")
+    key = content_key(model, path)
+    hit = _SIGNATURES.get(key) if key is not None else None
+    if hit is not None:
+        return hit
     try:
-        return read_onnx_signature(path, model.path)
+        sig = read_onnx_signature(path, model.path)
     except OnnxReadError as exc:
         return OnnxProblem("RB601", f"cannot load {filename}: {exc}", "re-export the model; the file is damaged or not ONNX")
+    if key is not None:
+        if len(_SIGNATURES) >= _MAX_SIGNATURES:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = sig
+    return sig
 
 
 def onnx_filename(model: ModelEntry, ctx: RuleContext) -> str | None:

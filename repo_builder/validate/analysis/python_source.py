@@ -5,13 +5,11 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 
-from repo_builder.validate.records import Severity
-
-PythonProblem = tuple[str, int | None, int | None, Severity]  # message, line, column, severity
-TOO_DEEP = (
-    "{filename} is nested too deeply for validate to parse; its checks (class TritonPythonModel, "
-    "method execute) were skipped, not passed: Triton's stub may fail to import it as well"
+from repo_builder.validate.analysis.python_compile import (
+    PythonProblem as PythonProblem,  # re-exported: python_imports uses it
 )
+from repo_builder.validate.analysis.python_compile import compile_problem
+from repo_builder.validate.records import Severity
 
 
 def _nested_blocks(node: ast.stmt) -> list[list[ast.stmt]]:
@@ -78,7 +76,8 @@ def parse_python(source: bytes, filename: str) -> ast.Module | PythonProblem:
     except (ValueError, UnicodeDecodeError) as exc:  # null bytes, undecodable text
         return (f"{filename} is not Python source: {exc}", None, None, Severity.ERROR)
     except (RecursionError, MemoryError):  # one expression nested thousands deep: CPython's parser gives up
-        return (TOO_DEEP.format(filename=filename), None, None, Severity.WARNING)
+        # Would the stub's CPython compile it? Asked of compile() in a child under limits, never run.
+        return compile_problem(source, filename)
 
 
 def _check_python_source(source: bytes, filename: str) -> list[PythonProblem]:

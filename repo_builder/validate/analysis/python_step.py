@@ -4,18 +4,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, TypeVar, cast
 
 from repo_builder.triton_layout import MAX_PYTHON_BYTES
 from repo_builder.validate.analysis.files import UnsafeFile, read_bounded
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.python_imports import PythonImports, python_imports
 from repo_builder.validate.analysis.resolve import judged, resolve_backend
-from repo_builder.validate.analysis.versions import version_folder, versions_to_load
+from repo_builder.validate.analysis.versions import content_key, version_folder, versions_to_load
 from repo_builder.validate.records import ModelEntry, RuleContext, VersionDir
 
+T = TypeVar("T")
 EXECUTION_ENV_PATH = "EXECUTION_ENV_PATH"  # python_backend python_be.cc: the step's own packed environment
 
 
@@ -54,6 +56,29 @@ def read_step_source(path: Path, model: ModelEntry, ctx: RuleContext) -> bytes:
     return source
 
 
+# What each step source gave (its problems, its imports: small values, never the text), by what it is,
+# its path and the scan's size and modification time: in a long-lived process (an editor, a watch loop) an
+# unchanged model.py is not read again. A file that could not be read is never kept.
+_DERIVED: dict[tuple[Hashable, tuple[str, int, int]], Any] = {}
+_MAX_DERIVED = 4096
+
+
+def step_source_fact(path: Path, model: ModelEntry, ctx: RuleContext, what: Hashable, derive: Callable[[bytes], T]) -> T:
+    """``derive(source)`` of the step source at ``path`` (read with ``read_step_source``, which raises
+    ``UnsafeFile``), kept while the file is unchanged."""
+    key = content_key(model, path)
+    if key is not None:
+        hit = _DERIVED.get((what, key))
+        if hit is not None:
+            return cast(T, hit)
+    value = derive(read_step_source(path, model, ctx))
+    if key is not None:
+        if len(_DERIVED) >= _MAX_DERIVED:
+            _DERIVED.clear()
+        _DERIVED[(what, key)] = value
+    return value
+
+
 def _read(model: ModelEntry, ctx: RuleContext) -> tuple[StepVersion, ...]:
     resolved = resolve_backend(model)
     name = resolved.default_model_filename or "model.py"
@@ -64,10 +89,10 @@ def _read(model: ModelEntry, ctx: RuleContext) -> tuple[StepVersion, ...]:
         if v is None or entry is None or entry.is_dir or entry.escapes or entry.size is None or entry.size > MAX_PYTHON_BYTES:
             continue  # RB405 / RB407 / RB103 report these
         try:
-            source = read_step_source(v.path / name, model, ctx)
+            imports = step_source_fact(v.path / name, model, ctx, (python_imports, name), lambda s: python_imports(s, name))
         except UnsafeFile:
             continue  # RB407 reports it
-        steps.append(StepVersion(number, v, v.path / name, python_imports(source, name)))
+        steps.append(StepVersion(number, v, v.path / name, imports))
     return tuple(steps)
 
 

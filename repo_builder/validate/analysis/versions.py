@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from repo_builder.triton_config import versions_to_load as versions_to_load_by_policy
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.analysis.memo import model_fact
@@ -26,6 +29,22 @@ def version_folder(model: ModelEntry, number: int) -> VersionDir | None:
         if v.name == str(number):
             return v
     return None
+
+
+def content_key(model: ModelEntry, path: Path) -> tuple[str, int, int] | None:
+    """``(path, size, modification time)`` from the scan's stat of a file directly in one of the model's
+    version folders, for what is derived from its content; None for anything else (a folder, a link out,
+    a file deeper down)."""
+    text = str(path)  # strings: pathlib's parents and comparisons cost more than the lookup itself
+    above, name = os.path.split(text)
+    model_folder, folder = os.path.split(above)
+    if model_folder != str(model.path):
+        return None
+    v = next((v for v in model.versions if v.name == folder), None)
+    entry = v.entry(name) if v is not None else None
+    if entry is None or entry.is_dir or entry.escapes or entry.size is None or entry.mtime_ns is None:
+        return None
+    return (text, entry.size, entry.mtime_ns)
 
 
 def is_unlistable(problem: str | None) -> bool:

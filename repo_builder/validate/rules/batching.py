@@ -6,10 +6,15 @@ Sequence batching is in sequence.py, instance groups in instances.py.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from repo_builder.validate.analysis.autocomplete import io_autocompleted
+from repo_builder.validate.analysis.positions import PathStep, placed
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
+
+if TYPE_CHECKING:
+    from tritonclient.grpc.model_config_pb2 import ModelQueuePolicy
 
 DELAY = 1  # ModelQueuePolicy.TimeoutAction.DELAY
 
@@ -43,14 +48,17 @@ def check_dynamic_batching_sizes(model: ModelEntry, ctx: RuleContext) -> Iterabl
     if cfg is None or not cfg.HasField("dynamic_batching"):
         return
     name = config_name(model)
-    for size in cfg.dynamic_batching.preferred_batch_size:
+    text = model.config_text
+    for index, size in enumerate(cfg.dynamic_batching.preferred_batch_size):
+        at = ("dynamic_batching", "preferred_batch_size", index)
         if size <= 0:
-            yield Finding(f"dynamic batching preferred size must be positive for {name}")
+            yield placed(Finding(f"dynamic batching preferred size must be positive for {name}"), text, *at)
         elif size > cfg.max_batch_size:
-            yield Finding(
+            found = Finding(
                 f"dynamic batching preferred size must be <= max batch size for {name}",
                 hint=f"preferred size {size} > max_batch_size {cfg.max_batch_size}",
             )
+            yield placed(found, text, *at)
     # Queue settings are a reason to keep the block on a non-batching model; and a backend's
     # auto-complete may still raise max_batch_size from the model file.
     db = cfg.dynamic_batching
@@ -86,22 +94,27 @@ def check_dynamic_batching_queues(model: ModelEntry, ctx: RuleContext) -> Iterab
     name = config_name(model)
     db = cfg.dynamic_batching
     levels = db.priority_levels
+    text = model.config_text
     if levels != 0:
         if db.default_priority_level == 0 or db.default_priority_level > levels:
-            yield Finding(f"default priority level must be in range [1, {levels}] for {name}")
+            found = Finding(f"default priority level must be in range [1, {levels}] for {name}")
+            yield placed(found, text, "dynamic_batching", "default_priority_level")
         for level in db.priority_queue_policy:
             if level == 0 or level > levels:
-                yield Finding(
-                    f"priority queue policy must have priority level in range [1, {levels}] for {name}"
-                )
+                found = Finding(f"priority queue policy must have priority level in range [1, {levels}] for {name}")
+                yield placed(found, text, "dynamic_batching", "priority_queue_policy", ("key", str(level)), "key")
     if db.preserve_ordering:
         if levels > 1:
-            yield Finding(f"Only one priority level is allowed when 'preserve_ordering' is true for {name}")
-        policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
-        if any(p.default_timeout_microseconds != 0 and p.timeout_action == DELAY for p in policies):
-            yield Finding(
+            found = Finding(f"Only one priority level is allowed when 'preserve_ordering' is true for {name}")
+            yield placed(found, text, "dynamic_batching", "priority_levels")
+        policies: list[tuple[tuple[PathStep, ...], ModelQueuePolicy]] = [(("default_queue_policy",), db.default_queue_policy)]
+        policies += [(("priority_queue_policy", ("key", str(k)), "value"), p) for k, p in db.priority_queue_policy.items()]
+        delayed = [at for at, p in policies if p.default_timeout_microseconds != 0 and p.timeout_action == DELAY]
+        if delayed:
+            found = Finding(
                 f"Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for {name}"
             )
+            yield placed(found, text, "dynamic_batching", *delayed[0], "timeout_action")
 
 
 @rule("RB309", "response-cache-decoupled", field="response_cache")

@@ -42,7 +42,8 @@ def check_tensor_mapping(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
     and outputs are filled in from its model file (auto-complete: ONNX Runtime, TensorRT, a Python
     model.py with `auto_complete_config`), the check needs the model file. A member without
     config.pbtxt whose backend fills in nothing (a model.py without `auto_complete_config`) has no
-    inputs or outputs at all, so every mapping to it fails.
+    inputs or outputs at all, so every mapping to it fails. The finding points at the step's map entry
+    (its `key:` line), or at the step's `input_map` for an input left unmapped.
 
     Fails: `input_map { key: "INPUT" value: "data" }` for a member whose input is `INPUT0`.
     Passes: `key: "INPUT0"`.
@@ -58,6 +59,8 @@ def check_tensor_consistency(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
     while TYPE_B is inferred from model M2", "... inconsistent shape: [..] is inferred from model M1
     while [..] is inferred from model M2". Shapes match when equal with -1 as a wildcard, also after
     adding the batch dimension: a batching member's `[16]` matches a non-batching member's `[-1,16]`.
+    The finding points at the `dims` (or `data_type`) that differ: the ensemble's own input or output
+    when it is one side, else the member's; the message ends with the other side's file and line.
 
     Fails: a member writes TYPE_FP32 into a tensor another member reads as TYPE_INT32. Passes: both FP32.
     """

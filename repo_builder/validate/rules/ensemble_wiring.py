@@ -11,11 +11,17 @@ from collections.abc import Iterable
 
 from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.ensemble_graph import (
+    SCHEDULING,
     config_ok,
     cycle,
-    data_flow_problems,
+    cycle_finding,
+    data_flow_findings,
+    located,
+    member_finding,
+    member_names,
     missing_members,
     refused_members,
+    scheduling_findings,
     scheduling_problems,
     version_problems,
 )
@@ -33,8 +39,10 @@ def check_scheduling_platform(model: ModelEntry, ctx: RuleContext) -> Iterable[F
     """
     cfg = model.config
     if cfg is not None and cfg.HasField("ensemble_scheduling") and cfg.platform != ENSEMBLE:
-        yield Finding(
-            f"ensemble scheduling cannot be set for model '{config_name(model)}' whose platform is not {ENSEMBLE}"
+        yield located(  # at the block itself: the quoted model name would place it on `name:`
+            model,
+            f"ensemble scheduling cannot be set for model '{config_name(model)}' whose platform is not {ENSEMBLE}",
+            SCHEDULING,
         )
 
 
@@ -50,8 +58,7 @@ def check_ensemble_config(model: ModelEntry, ctx: RuleContext) -> Iterable[Findi
     Fails: an ensemble with `instance_group [ { kind: KIND_CPU } ]`. Passes: remove it (the members
     have instances; the ensemble has none).
     """
-    for problem in scheduling_problems(model):
-        yield Finding(problem)
+    yield from scheduling_findings(model)
 
 
 @rule("RB503", "ensemble-data-flow", ensemble_only=True, field="ensemble_scheduling")
@@ -68,8 +75,7 @@ def check_data_flow(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """
     if scheduling_problems(model):
         return
-    for problem in data_flow_problems(model):
-        yield Finding(problem)
+    yield from data_flow_findings(model)
 
 
 @rule("RB504", "ensemble-members-exist", ensemble_only=True, field="model_name")
@@ -84,8 +90,11 @@ def check_members_exist(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding
         return
     missing = missing_members(model, ctx)
     if missing:
-        yield Finding(
+        first = next(n for n in member_names(model) if n in missing)  # placed at the first step naming one
+        yield member_finding(
+            model,
             f"ensemble {config_name(model)} contains models that are not available or ambiguous: {name_list(missing)}",
+            first,
             hint="model_name must equal a model folder name in this repository",
         )
 
@@ -100,9 +109,9 @@ def check_cycles(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """
     if not config_ok(model):
         return
-    found = cycle(model, ctx)
-    if found:
-        yield Finding(found)
+    found = cycle_finding(model, ctx)
+    if found is not None:
+        yield found
 
 
 @rule("RB506", "ensemble-member-versions", ensemble_only=True, field="model_version")
@@ -133,8 +142,10 @@ def check_member_refused(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
         return
     name = config_name(model)
     for member in refused_members(model, ctx):
-        yield Finding(
+        yield member_finding(
+            model,
             f"ensemble '{name}' depends on '{member}' which is not valid",
+            member,
             hint=f"fix the errors reported for model '{member}'",
         )
 

@@ -18,6 +18,7 @@ from repo_builder.validate.analysis.devices import (
     gpu_exists,
     resolved_kind,
 )
+from repo_builder.validate.analysis.positions import placed
 from repo_builder.validate.analysis.resolve import config_name, judged, model_backend, resolve_backend
 from repo_builder.validate.records import (
     Finding,
@@ -83,7 +84,8 @@ def check_instance_group_devices(model: ModelEntry, ctx: RuleContext) -> Iterabl
     for index, group in enumerate(cfg.instance_group):
         prefix = f"instance group {_group_name(cfg, index, name)} of model {name}"
         kind = resolved_kind(group, gpu_present, ctx.options.gpu_count)
-        yield from _group_problems(prefix, group, kind, ctx.options, model)
+        for found, child in _group_problems(prefix, group, kind, ctx.options, model):
+            yield placed(found, model.config_text, "instance_group", index, child)
 
 
 def _gpu_only_on_cpu_target(model: ModelEntry, gpu_present: bool) -> Iterator[Finding]:
@@ -122,21 +124,25 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool, gpu_count: in
             continue  # reported by _gpu_only_on_cpu_target, and by RB708 for an explicit TensorRT KIND_CPU
         became = " (KIND_AUTO becomes KIND_GPU on a target with GPUs)" if group.kind == KIND_AUTO else ""
         only = ", ".join(_DEVICE_LABEL[d] for d in sorted(info.devices))
-        yield Finding(
+        found = Finding(
             f"instance group {_group_name(model.config, index, name)} of model {name} is {_KIND_LABEL[kind]}{became}: "
             f"unable to load model '{name}', {_REFUSAL.get(resolved.backend, resolved.backend + ' backend')} "
             f"supports only {only} device",
             hint=f"use kind: {' or '.join(_KIND_LABEL[k] for k, d in _KIND_DEVICE.items() if d in info.devices)}"
             + (" (or leave instance_group out)" if info.cpu_only else ""),
         )
+        yield placed(found, model.config_text, "instance_group", index, "kind")
 
 
-def _group_problems(prefix: str, group: ModelInstanceGroup, kind: int, options: ValidateOptions, model: ModelEntry) -> Iterator[Finding]:
+def _group_problems(
+    prefix: str, group: ModelInstanceGroup, kind: int, options: ValidateOptions, model: ModelEntry
+) -> Iterator[tuple[Finding, str]]:
+    """Each problem of one group, with the field of the group it is about (its line)."""
     gpu_present = options.gpu_present
     if kind in (KIND_CPU, KIND_MODEL) and group.gpus:
         label = "KIND_CPU" if kind == KIND_CPU else "KIND_MODEL"
         hint = "KIND_AUTO falls back to KIND_CPU when no GPU is present" if group.kind == KIND_AUTO else None
-        yield Finding(f"{prefix} has kind {label} but specifies one or more GPUs", hint=hint)
+        yield Finding(f"{prefix} has kind {label} but specifies one or more GPUs", hint=hint), "gpus"
         return
     if kind != KIND_GPU:
         return
@@ -147,8 +153,9 @@ def _group_problems(prefix: str, group: ModelInstanceGroup, kind: int, options: 
             hint="the target is a CPU-only server (--no-gpu); drop --no-gpu when it has GPUs"
             if info is not None and info.gpu_only
             else "use kind: KIND_CPU (or KIND_AUTO) for CPU-only servers, or validate without --no-gpu",
-        )
-    yield from _gpu_ids(prefix, group.gpus, options)
+        ), "kind"
+    for found in _gpu_ids(prefix, group.gpus, options):
+        yield found, "gpus"
 
 
 def _gpu_ids(prefix: str, gpus: Iterable[int], options: ValidateOptions) -> Iterator[Finding]:
@@ -195,17 +202,19 @@ def check_instance_group_profile(model: ModelEntry, ctx: RuleContext) -> Iterabl
             continue
         gname = _group_name(cfg, index, name)
         if not tensorrt:
-            yield Finding(
+            found = Finding(
                 f"instance group {gname} of model {name} and platform {platform}specifies profile field which is "
                 "only supported for TensorRT models"
             )
+            yield placed(found, model.config_text, "instance_group", index, "profile")
             continue
         for profile in group.profile:
             if not (profile.isascii() and profile.isdigit()):
-                yield Finding(
+                found = Finding(
                     f"instance group {gname} of model {name} and platform {platform} specifies invalid profile "
                     f"{profile}. The field should contain the string representation of a non-negative integer."
                 )
+                yield placed(found, model.config_text, "instance_group", index, "profile")
 
 
 @rule("RB308", "instance-group-count", Severity.WARNING, field="instance_group")
@@ -226,13 +235,15 @@ def check_instance_group_count(model: ModelEntry, ctx: RuleContext) -> Iterable[
     for index, group in enumerate(cfg.instance_group):
         gname = _group_name(cfg, index, name)
         if group.count < 0:  # proto3: 0 is "unset", which Triton fills in as documented
-            yield Finding(
+            found = Finding(
                 f"instance group {gname} of model {name} has count {group.count}; Triton uses its default instead"
             )
+            yield placed(found, model.config_text, "instance_group", index, "count")
         if group.secondary_devices and not tensorrt:
-            yield Finding(
+            found = Finding(
                 f"instance group {gname} of model {name} lists secondary_devices, which only TensorRT models use"
             )
+            yield placed(found, model.config_text, "instance_group", index, "secondary_devices")
 
 
 RULES: tuple[Rule, ...] = (

@@ -14,8 +14,8 @@ from typing import cast
 from repo_builder.compile_recipe import RECIPE_FILE
 from repo_builder.triton_layout import MAX_PYTHON_BYTES
 from repo_builder.validate.analysis.files import UnsafeFile
-from repo_builder.validate.analysis.python_source import check_python_source
-from repo_builder.validate.analysis.python_step import read_step_source
+from repo_builder.validate.analysis.python_source import PythonProblem, check_python_source
+from repo_builder.validate.analysis.python_step import step_source_fact
 from repo_builder.validate.analysis.resolve import (
     FILE_BACKENDS,
     TF_SAVEDMODEL,
@@ -195,8 +195,8 @@ def check_cc_model_filenames(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
                 )
 
 
-def _python_findings(source: bytes, name: str, path: Path, number: int) -> Iterator[Finding]:
-    for message, line, column, severity in check_python_source(source, name):
+def _python_findings(problems: tuple[PythonProblem, ...], path: Path, number: int) -> Iterator[Finding]:
+    for message, line, column, severity in problems:
         hint = (
             "fix the syntax; Triton imports this file"
             if "does not parse" in message or "not Python" in message
@@ -215,6 +215,12 @@ def check_python_model(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]
     repository (a FIFO or a link to ``/dev/zero`` is reported, never read). The Python backend imports
     it and instantiates ``TritonPythonModel``; a syntax error or a missing class fails the load, a class
     without ``execute`` fails every request.
+
+    A file nested too deeply for ``ast`` (one expression thousands deep) is handed to CPython's
+    ``compile()`` in a child process (never executed; at most 2 GiB of memory and 20 s): when it does not
+    compile either (``RecursionError``, ``MemoryError``), the stub cannot import it, and the error quotes
+    the compiler's own. When it compiles, or the limits stop the child first, its checks were skipped, not
+    passed: a warning.
 
     Fails::
 
@@ -240,11 +246,14 @@ def check_python_model(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]
             yield Finding(f"{name} is {entry.size} bytes; not checked", path=path, version=number, severity=Severity.INFO)
             continue
         try:
-            source = read_step_source(path, model, ctx)  # kept for RB421, which reads the same file
+            # read_step_source keeps the text for RB421, which reads the same file
+            problems = step_source_fact(
+                path, model, ctx, (check_python_source, name), lambda s: tuple(check_python_source(s, name))
+            )
         except UnsafeFile as exc:
             yield Finding(str(exc), path=path, version=number)
             continue
-        yield from _python_findings(source, name, path, number)
+        yield from _python_findings(problems, path, number)
 
 
 RULES: tuple[Rule, ...] = (

@@ -7,7 +7,14 @@ from collections.abc import Iterable, Iterator
 from repo_builder.compile_recipe import RECIPE_FILE
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.analysis.backends import BACKENDS, TENSORFLOW_GRAPHDEF, TORCH_AOTI_INFO
-from repo_builder.validate.analysis.manifest import MANIFEST_FILE, built_files, check_built_file, manifest
+from repo_builder.validate.analysis.manifest import (
+    MANIFEST_FILE,
+    built_files,
+    check_built_file,
+    manifest,
+    needed_to_serve,
+)
+from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.records import (
     Finding,
     ModelEntry,
@@ -74,35 +81,52 @@ def _compiled(model: ModelEntry, version: str) -> bool:
     return folder is not None and not folder.has(RECIPE_FILE)
 
 
-def _manifest_finding(model: ModelEntry, version: str, relative: str, why: str) -> Finding:
+INTEGRITY_CODES = frozenset({"RB002"})  # changed since build: fails the gate, but Triton does not refuse for it
+
+
+def _manifest_finding(model: ModelEntry, version: str, relative: str, why: str, ctx: RuleContext) -> Finding:
     shown = f"{model.name}/{version}/{relative}"
-    if why == "missing":
-        return Finding(
-            f"'{shown}' is missing: {MANIFEST_FILE} records it as built",
-            path=model.path / version / relative,
-            hint="rebuild the model with repo-builder build, or restore the file",
-        )
     if why == "outside":
         return Finding(f"{MANIFEST_FILE} names '{shown}', a path outside the model folder", severity=Severity.ERROR)
+    what = f"missing ({MANIFEST_FILE} records it)" if why == "missing" else f"its sha256 differs from {MANIFEST_FILE}"
+    fix = "rebuild the model with repo-builder build, or restore the file" if why == "missing" else (
+        "rebuild the model, or restore the file (a rebuild records an intended change)"
+    )
+    if needed_to_serve(model, relative, resolve_backend(model).backend):
+        return Finding(
+            f"'{shown}' changed since build: {what}; Triton or the step reads it to load and answer",
+            path=model.path / version / relative,
+            severity=Severity.ERROR,
+            hint=fix,
+        )
     return Finding(
-        f"'{shown}' changed since repo-builder built it (its sha256 differs from {MANIFEST_FILE})",
+        f"'{shown}' changed since build: {what}; nothing reads it to load or answer",
         path=model.path / version / relative,
-        severity=Severity.WARNING,
-        hint="rebuild the model, or rebuild the manifest if the change is intended",
+        severity=Severity.ERROR if ctx.options.strict_manifest else Severity.WARNING,
+        hint=fix + ("" if ctx.options.strict_manifest else "; --strict-manifest makes this an error"),
     )
 
 
 @rule("RB002", "built-file-changed")
 def check_built_file_changed(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    """A file repo-builder built is missing or changed (repositories with a ``repo-builder.json``).
+    """A file repo-builder built is missing or changed since the build (repositories with a
+    ``repo-builder.json``): reported as "changed since build".
 
     ``repo-builder build`` records every file it writes, with its sha256, in ``repo-builder.json`` at the
-    repository root (Triton ignores root files). A recorded file that is missing fails the load; one
-    whose content changed (a copy that went wrong, a hand edit) serves something nobody tested. Files
-    are read only inside the model folder, never more than one file at a time. A version built with
-    ``--defer-compile`` and compiled since (its ``compile.json`` replaced by a plan) is not compared.
+    repository root (Triton ignores root files). This is an integrity finding, not a loading rule: Triton
+    does not refuse a model for it, so the model's verdict stays its own (and ``--live`` agrees), but the
+    gate fails when the file is one Triton or the step reads to load and answer: the model file,
+    ``model.py`` and what a Python step reads beside it (tokenizer, labels, settings, shipped packages),
+    an ONNX model's external data. The step would serve something nobody tested, or fail. Any other
+    recorded file (a ``README.md``, anything in an ensemble's version folder, repo-builder's own
+    ``signature.json``, ``plan.json``, ``compile.json``) is a warning; ``--strict-manifest`` makes every
+    such file an error. Files are read only inside the model folder, never more than one file at a time.
+    A version built with ``--defer-compile`` and compiled since (its ``compile.json`` replaced by a plan)
+    is not compared.
 
-    Fails: ``rm models/resnet50/1/model.onnx`` after a build.
+    Fails: ``rm models/resnet50/1/model.onnx`` or an edit of ``preprocess/1/model.py`` after a build.
+
+    Warns: ``rm models/pipeline/1/README.md`` (the ensemble's version folder).
 
     Passes: the repository exactly as repo-builder wrote it.
     """
@@ -115,9 +139,9 @@ def check_built_file_changed(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
     for built in recorded:
         if built.version in compiled:
             continue
-        why = check_built_file(model, built)
+        why = check_built_file(model, built, remote="://" in ctx.repository.location)
         if why is not None:
-            yield _manifest_finding(model, built.version, built.relative, why)
+            yield _manifest_finding(model, built.version, built.relative, why, ctx)
 
 
 @repository_rule("RB005", "manifest-unreadable", Severity.WARNING)

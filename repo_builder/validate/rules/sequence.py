@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from repo_builder.validate.analysis.devices import KIND_GPU
 from repo_builder.validate.analysis.enums import enum_name
+from repo_builder.validate.analysis.positions import placed
 from repo_builder.validate.analysis.resolve import config_name
 from repo_builder.validate.analysis.shapes import WILDCARD
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, VersionDir, rule
@@ -99,22 +100,28 @@ def check_sequence_controls(model: ModelEntry, ctx: RuleContext) -> Iterable[Fin
     if cfg is None or not cfg.HasField("sequence_batching"):
         return
     name = config_name(model)
+    text = model.config_text
     if cfg.response_cache.enable:
-        yield Finding(
+        found = Finding(
             f"Response Cache does not currently support model {name} with sequence batching scheduler. "
             "Please disable the response cache."
         )
+        yield placed(found, text, "response_cache")
     for problem in _control_problems(cfg, name):
-        yield Finding(problem)
+        yield placed(Finding(problem), text, "sequence_batching", "control_input")
     sb = cfg.sequence_batching
     if sb.HasField("oldest"):
-        for size in sb.oldest.preferred_batch_size:
+        for index, size in enumerate(sb.oldest.preferred_batch_size):
+            at = ("sequence_batching", "oldest", "preferred_batch_size", index)
             if size <= 0:
-                yield Finding(f"sequence batching preferred batch size must be positive for {name}")
+                yield placed(Finding(f"sequence batching preferred batch size must be positive for {name}"), text, *at)
             elif size > cfg.max_batch_size:
-                yield Finding(f"sequence batching preferred batch size must be <= max batch size for {name}")
+                yield placed(
+                    Finding(f"sequence batching preferred batch size must be <= max batch size for {name}"), text, *at
+                )
     if sb.HasField("direct") and not 0.0 <= sb.direct.minimum_slot_utilization <= 1.0:
-        yield Finding(f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}")
+        found = Finding(f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}")
+        yield placed(found, text, "sequence_batching", "direct", "minimum_slot_utilization")
 
 
 @rule("RB305", "sequence-batching-state", field="sequence_batching")
@@ -136,32 +143,40 @@ def check_sequence_state(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
     seen: set[str] = set()
     folder = next((v for v in model.versions if v.name == "initial_state"), None)
     gpu_only = bool(cfg.instance_group) and all(g.kind == KIND_GPU for g in cfg.instance_group)
+    text = model.config_text
     for state in cfg.sequence_batching.state:
         sname = state.input_name
+        # Each finding at the state entry it is about (its input_name), not the sequence_batching block.
+        at = ("sequence_batching", "state", ("input_name", sname))
         if state.use_growable_memory:
             if not state.use_same_buffer_for_input_output:
-                yield Finding(
+                found = Finding(
                     "In order to 'use_growable_memory', you must also enable 'use_single_buffer' for state input "
                     f"name '{sname}'."
                 )
+                yield placed(found, text, *at, "use_growable_memory")
             elif not gpu_only:
-                yield Finding(
+                found = Finding(
                     "'use_growable_memory' can only work with KIND_GPU model instances right now. Please either "
                     f"change the instance type to KIND_GPU or set 'use_growable_memory' to false for state input '{sname}'."
                 )
+                yield placed(found, text, *at, "use_growable_memory")
         if len(state.initial_state) > 1:
-            yield Finding(
+            found = Finding(
                 f"initial_state field for state input '{sname}' must contain exactly one or zero element. "
                 f"Found '{len(state.initial_state)}' elements."
             )
+            yield placed(found, text, *at, "initial_state", 1)
             continue
         if not state.initial_state:
             continue
         problem = _initial_state_problem(state, seen)
         if problem is not None:
-            yield Finding(problem)
+            yield placed(Finding(problem), text, *at, "initial_state")
             continue
-        yield from _initial_state_data(model, state, folder)
+        for found in _initial_state_data(model, state, folder):
+            # The missing data file is reported on that file; the rest on the initial_state entry.
+            yield found if found.path is not None else placed(found, text, *at, "initial_state")
 
 
 def _initial_state_problem(state: ModelSequenceBatching.State, seen: set[str]) -> str | None:

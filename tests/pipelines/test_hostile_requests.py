@@ -1,0 +1,237 @@
+"""Hostile requests to served pipelines (issue 40): decompression bombs, a lying header, 16-bit grey, 10 MB texts.
+
+One repository holds an image classifier (random weights), the tiny detector, the tiny text classifier and the tiny
+token classifier (refuse and truncate); one embedded Triton serves them all. Each case asserts the error or the answer, that it came fast,
+that every model is still READY, that no process of the server grew to what decoding a bomb takes, and that the
+next good request gets exactly the answer it got before.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from support.detection_fixtures import IMGSZ, shared_tiny_detector
+
+from repo_builder.cli.main import main
+from repo_builder.render.context import DEFAULT_MAX_IMAGE_PIXELS
+
+pytest.importorskip("ultralytics", reason="needs-ultralytics: the tiny detector is built with Ultralytics (detect extra)")
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
+IMAGE_MODELS = ("cls", "det")
+TEXT_MODELS = ("txt", "ner", "ner_truncate")
+FAST = 3.0  # seconds: decoding a bomb takes ~17 s and gigabytes, a refusal milliseconds
+# Peak RSS of any one server process: decoding a 30000 x 30000 image takes 0.9-2.7 GB, the steps ~0.5 GB without.
+PEAK_RSS = 1.5 * 2**30
+BOMB_SIDE = 30000
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from repo_builder.export.tiny_models import make_tiny_text_classifier
+    from repo_builder.export.tiny_token_classifier import make_tiny_token_classifier
+
+    out = tmp_path_factory.mktemp("hostile-repo")
+    common = ["--runtime", "python", "--out", str(out), "-q"]
+    assert main(["build", "image-classifier", "--model", "torchvision:mobilenet_v3_small", "--weights", "random", "--name", "cls",
+                 "--no-parity", *common]) == 0
+    onnx_path = shared_tiny_detector(tmp_path_factory.getbasetemp())[1]
+    assert main(["build", "object-detector", "--from-onnx", str(onnx_path), "--imgsz", str(IMGSZ), "--name", "det", *common]) == 0
+    text = make_tiny_text_classifier(tmp_path_factory.mktemp("tiny-text") / "text")
+    assert main(["build", "text-classifier", "--model", str(text), "--name", "txt", *common]) == 0
+    export = tmp_path_factory.mktemp("ner-export") / "out"
+    ner = make_tiny_token_classifier(tmp_path_factory.mktemp("tiny-ner") / "ner")
+    assert main(["export", "token-classifier", "--model", str(ner), "--out", str(export), "-q"]) == 0
+    assert main(["build", "token-classifier", "--from-export", str(export), "--name", "ner", *common]) == 0
+    assert main(["build", "token-classifier", "--from-export", str(export), "--name", "ner_truncate", "--long-texts", "truncate",
+                 *common]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(repo: Path) -> Iterator[Any]:
+    from repo_builder.triton import start_server
+
+    with start_server(repo, mode="explicit") as running:
+        for name in IMAGE_MODELS + TEXT_MODELS:
+            running.load(name)
+        yield running
+
+
+@pytest.fixture(scope="module")
+def baseline(server: Any) -> dict[str, dict[str, np.ndarray]]:
+    """Each model's answer to a good request, before any hostile one."""
+    return {name: send(server, name, good_request(name)) for name in IMAGE_MODELS + TEXT_MODELS}
+
+
+def send(server: Any, name: str, items: list[bytes]) -> dict[str, np.ndarray]:
+    from repo_builder.triton.client import connect, infer_model
+
+    key = "TEXT" if name in TEXT_MODELS else "IMAGE"
+    return infer_model(connect(server.grpc_url), name, {key: np.array([[item] for item in items], dtype=np.object_)})
+
+
+def encoded(array: np.ndarray, fmt: str = "PNG") -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, fmt)
+    return buffer.getvalue()
+
+
+def photo(height: int = 300, width: int = 400) -> np.ndarray:
+    """A smooth colour picture: gradients, so every model has something to see."""
+    rows, cols = np.mgrid[0:height, 0:width]
+    return np.stack([rows * 255 // height, cols * 255 // width, (rows + cols) * 255 // (height + width)], axis=-1).astype(np.uint8)
+
+
+def good_request(name: str) -> list[bytes]:
+    if name in TEXT_MODELS:
+        return [b"George Washington went to Washington and met Ada Lovelace in London"]
+    return [encoded(photo(), "JPEG")]
+
+
+def zeros_png(side: int) -> bytes:
+    """A valid side x side grey PNG of zeros, about 0.9 MB: one deflate block sequence repeated (Z_FULL_FLUSH resets the
+    compressor, so every 1000 rows compress alike), never the 900 MB of pixels in this process."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    rows = 1000
+    assert side % rows == 0
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = compressor.compress(b"\0" * ((side + 1) * rows)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    size = (side + 1) * side
+    stream = b"\x78\xda" + block * (side // rows) + compressor.flush() + struct.pack(">I", ((size % 65521) << 16) | 1)
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
+
+
+def lying_jpeg(side: int) -> bytes:
+    """A 16 x 16 JPEG whose frame header claims side x side."""
+    data = bytearray(encoded(photo(16, 16), "JPEG"))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5:sof + 9] = struct.pack(">HH", side, side)
+    return bytes(data)
+
+
+def grey16() -> tuple[bytes, bytes]:
+    """A 16-bit grey PNG (Pillow mode I;16) spanning 0..65535, and the same picture in 8 bits (value >> 8)."""
+    values = (np.mgrid[0:240, 0:320].sum(axis=0) * 65535 // (239 + 319)).astype(np.uint16)
+    return encoded(values), encoded((values >> 8).astype(np.uint8))
+
+
+def server_peak_rss(server: Any) -> int:
+    """The largest peak resident size (VmHWM) of tritonserver and its children (the Python stubs)."""
+    pids = {server.pid}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == server.pid:
+            pids.add(int(stat.parent.name))
+    peaks = []
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        peaks += [int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")]
+    return max(peaks)
+
+
+def refused(server: Any, name: str, items: list[bytes]) -> tuple[str, float]:
+    from tritonclient.utils import InferenceServerException
+
+    start = time.perf_counter()
+    with pytest.raises(InferenceServerException) as caught:
+        send(server, name, items)
+    return str(caught.value), time.perf_counter() - start
+
+
+def assert_unharmed(server: Any, baseline: dict[str, dict[str, np.ndarray]]) -> None:
+    """Every model READY, no process grown to a bomb's size, every good request answered exactly as before."""
+    states = {m.name: m.state for m in server.models() if m.name in baseline}
+    assert states == dict.fromkeys(baseline, "READY")
+    assert server_peak_rss(server) < PEAK_RSS
+    for name, expected in baseline.items():
+        answer = send(server, name, good_request(name))
+        assert answer.keys() == expected.keys()
+        assert all(np.array_equal(answer[key], expected[key]) for key in expected), name
+
+
+@pytest.mark.parametrize("model", IMAGE_MODELS)
+@pytest.mark.parametrize("case", ["zeros-png", "lying-jpeg"])
+def test_image_step_refuses_before_decoding_when_header_declares_30000x30000(server: Any, baseline: dict[str, Any], model: str,
+                                                                              case: str) -> None:
+    bomb = zeros_png(BOMB_SIDE) if case == "zeros-png" else lying_jpeg(BOMB_SIDE)
+    assert len(bomb) < 2**20  # a small file that declares 900 megapixels
+    message, seconds = refused(server, model, [good_request(model)[0], bomb])
+    assert "image 1 of this request" in message and f"limit of {DEFAULT_MAX_IMAGE_PIXELS} pixels" in message, message
+    assert "--max-image-pixels" in message and "refused before decoding" in message
+    assert seconds < FAST
+    assert_unharmed(server, baseline)
+
+
+@pytest.mark.parametrize("model", IMAGE_MODELS)
+def test_image_step_answers_16bit_grey_as_its_high_byte_when_sent_a_16bit_png(server: Any, baseline: dict[str, Any], model: str) -> None:
+    wide, narrow = grey16()
+    start = time.perf_counter()
+    answer = send(server, model, [wide])
+    assert time.perf_counter() - start < FAST
+    expected = send(server, model, [narrow])  # the stated rule: value >> 8, never clipped to white
+    assert all(np.array_equal(answer[key], expected[key]) for key in expected)
+    white = send(server, model, [encoded(np.full((240, 320), 255, dtype=np.uint8))])
+    assert any(not np.array_equal(answer[key], white[key]) for key in white)
+    assert_unharmed(server, baseline)
+
+
+LONG_TEXT = ("Ada Lovelace met George Washington in London . " * 220_000).encode()  # about 10 MB of words
+
+
+def test_text_step_answers_a_10mb_text_as_its_truncated_start_when_sent_to_the_classifier(server: Any,
+                                                                                          baseline: dict[str, Any]) -> None:
+    start = time.perf_counter()
+    answer = send(server, "txt", [LONG_TEXT])
+    assert time.perf_counter() - start < FAST
+    expected = send(server, "txt", [LONG_TEXT[:2400]])  # well over the tiny model's 128 tokens: the same tokens kept
+    assert all(np.array_equal(answer[key], expected[key]) for key in expected)
+    message, seconds = refused(server, "txt", [b"fine", b" " * 10_000_000 + b"hidden"])
+    assert "TEXT: text 1 of this request" in message and "tokens' worth of whole words" in message, message
+    assert seconds < FAST
+    assert_unharmed(server, baseline)
+
+
+def test_token_step_refuses_a_10mb_text_in_milliseconds_when_long_texts_are_refused(server: Any, baseline: dict[str, Any]) -> None:
+    assert len(LONG_TEXT) > 10_000_000
+    message, seconds = refused(server, "ner", [b"a short one", LONG_TEXT])
+    assert "text 1 of this request is longer than 128 tokens" in message, message
+    assert seconds < FAST
+    assert_unharmed(server, baseline)
+
+
+def test_token_step_truncates_a_10mb_text_as_the_whole_text_when_long_texts_are_truncated(server: Any,
+                                                                                             baseline: dict[str, Any]) -> None:
+    start = time.perf_counter()
+    answer = send(server, "ner_truncate", [LONG_TEXT])
+    assert time.perf_counter() - start < FAST
+    # 400 words are well over 128 tokens: truncation keeps the same tokens of both texts, so the same entities.
+    expected = send(server, "ner_truncate", [LONG_TEXT[:2400]])
+    assert all(np.array_equal(answer[key], expected[key]) for key in expected)
+    assert_unharmed(server, baseline)
+
+
+def test_token_step_refuses_a_text_of_10mb_whitespace_naming_it_when_no_prefix_settles_the_tokens(server: Any,
+                                                                                                    baseline: dict[str, Any]) -> None:
+    message, seconds = refused(server, "ner_truncate", [b"fine", b" " * 10_000_000 + b"hidden"])
+    assert "text 1 of this request" in message and "do not hold 128 tokens' worth of whole words" in message, message
+    assert seconds < FAST
+    assert_unharmed(server, baseline)
