@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from repo_builder.errors import UserError
@@ -33,6 +34,7 @@ def validate(
     ignore: tuple[str, ...] = (),
     gpus: int | None = None,
     http_header_forward_pattern: str | None = None,
+    strict_manifest: bool = False,
 ) -> Report:
     """Validate a Triton model repository; the Python form of ``repo-builder validate``.
 
@@ -43,6 +45,8 @@ def validate(
     (``"10.3.0"``): the TensorRT version itself, which wins over the release's. ``allow_pending``:
     TensorRT plans still to compile are warnings. ``gpus``: the target's GPU count (``gpus: [ids]``
     judged against 0..gpus-1; default unknown).
+    ``strict_manifest``: every file changed since the build fails the report (RB002), not only those
+    Triton or a step reads.
     ``http_header_forward_pattern``: the target server's (NVCF: ``"NVCF-.*"``); a step reading NVCF assets
     warns (RB801) when it does not forward their headers.
     ``live``: also load every model in a real tritonserver (``tritonserver``: its binary; ``load_timeout``
@@ -68,6 +72,7 @@ def validate(
         gpus=gpus,
         http_header_forward_pattern=http_header_forward_pattern,
     )
+    options = replace(options, strict_manifest=strict_manifest)
     rules = resolve_rule_config(RuleChoice(select=select, ignore=ignore, isolated=True))
     if live:
         # The live machinery (a server launcher, its gRPC client) is imported only when asked for: an offline

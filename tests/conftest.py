@@ -60,3 +60,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # --- Shared fixtures: moto's S3 server on loopback and a fresh bucket per test (tests/support/publish_helpers.py),
 # used by the repository (publish, pull) and store tests. Helpers shared by several folders live in tests/support/.
 __all__ = ["bucket", "s3_client", "s3_server"]
+
+
+# Long runs whose quicker equivalent CI runs instead (the guide: CI stays under 30 minutes; the full mode is
+# for a machine with time, e.g. before updating BENCHMARKS.md): REPO_BUILDER_FULL_TESTS=1 runs them too.
+FULL_TESTS = os.environ.get("REPO_BUILDER_FULL_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL_TESTS:
+        return
+    for item in items:
+        marker = item.get_closest_marker("full_only")
+        if marker is not None:
+            item.add_marker(pytest.mark.skip(reason=f"full mode only (REPO_BUILDER_FULL_TESTS=1); CI runs {marker.args[0]}"))

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             return _internal(exc, args)
         # One line: control characters in names and content shown escaped (formatting.clean, the one
         # escaping function), credentials redacted.
-        click.echo(f"error: {one_line(str(exc))}", err=True)
+        _echo_error(f"error: {one_line(str(exc))}")
         return exc.exit_code
     except click.exceptions.Abort as exc:
         # click turns Ctrl-C (and SIGTERM, through signals.py) into Abort: say what happened.
@@ -124,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: the machine's failure, else a bug
         return _failed(exc, args)
     return rv if isinstance(rv, int) else 0
+
+
+def _echo_error(text: str) -> None:
+    """One line on stderr that its encoding can hold (a latin-1 console gets backslash escapes, not exit 3)."""
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    click.echo(text.encode(encoding, "backslashreplace").decode(encoding, "replace"), err=True)
 
 
 def _failed(exc: BaseException, args: list[str]) -> int:

@@ -1,5 +1,6 @@
-"""Object detection (Ultralytics YOLOv5u/v8/v11/v12 heads): encoded image bytes -> letterbox (Python) -> model
--> decode + NMS + rescale (Python) -> per image boxes in original pixels, scores, class ids and names.
+"""Object detection (Ultralytics heads: one-to-many YOLOv5u/v8/v11/v12/26, end-to-end YOLO26/YOLOv10 or nms=True):
+encoded image bytes -> letterbox (Python) -> model -> decode + NMS (one-to-many) or score threshold (end-to-end)
++ rescale (Python) -> per image boxes in original pixels, scores, class ids and names.
 
 The steps reproduce Ultralytics' ``predict`` (templates/model/detection_*.py.j2 say how); the build options
 are predict's own with its defaults, and every one but --imgsz can be overridden per image row through the
@@ -10,7 +11,7 @@ needed only to export a ``.pt`` checkpoint; neither this module nor the generate
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,9 @@ from repo_builder.errors import UserError
 from repo_builder.export.staging import staged_output
 from repo_builder.export.ultralytics_detector import (
     DEFAULT_IMGSZ,
+    END_TO_END,
     TASK,
+    DetectorOnnx,
     detection_metadata,
     export_ultralytics_checkpoint,
     read_detector_onnx,
@@ -121,6 +124,7 @@ def preprocess_context(signature: Signature, detection: Mapping[str, Any], names
 def postprocess_context(detection: Mapping[str, Any], choices: DetectionChoices, num_classes: int) -> dict[str, Any]:
     return {
         "raw_name": str(detection["output"]),
+        "end_to_end": detection.get("head") == END_TO_END,
         "shapes_name": SHAPES,
         "num_classes": num_classes,
         "labels_file": "labels.txt",
@@ -156,10 +160,10 @@ def detection_labels(inputs: RenderInputs, num_classes: int) -> tuple[str, ...]:
     return read_labels_file(labels_path, num_classes)
 
 
-def render_dali_letterbox(inputs: RenderInputs, detection: Mapping[str, Any], model_input: TensorSpec) -> RenderedModel:
+def render_dali_letterbox(inputs: RenderInputs, detection: Mapping[str, Any], model_input: TensorSpec,
+                          settings: PipelineSettings) -> RenderedModel:
     """``--preprocess dali``: the letterbox as a DALI pipeline (model.dali), to the square imgsz a static model
     takes (predict's minimal rectangles vary per image: a DALI batch cannot: docs/performance.md)."""
-    settings: PipelineSettings = inputs.settings
     if model_input.dtype != "float32":
         raise UserError(f"--preprocess dali writes float32; the model input '{model_input.name}' is {model_input.dtype}: "
                         "use --preprocess python")
@@ -176,14 +180,14 @@ def render_dali_letterbox(inputs: RenderInputs, detection: Mapping[str, Any], mo
 
 
 def _python_letterbox(inputs: RenderInputs, signature: Signature, detection: Mapping[str, Any], names: Mapping[str, str],
-                      model_input: TensorSpec) -> RenderedModel:
+                      model_input: TensorSpec, settings: PipelineSettings) -> RenderedModel:
     """The Python step (default): predict's letterbox, minimal rectangles included."""
     pre_config = python_step_config(
-        inputs.env, names["preprocess"], inputs.settings,
+        inputs.env, names["preprocess"], settings,
         inputs=[ctx.tensor_context(IMAGE_INPUT, "object", [1]), imgsz_tensor()],
         outputs=[ctx.signature_tensor(model_input, signature.batch_axis), ctx.tensor_context(SHAPES, "int64", [4])],
         comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> letterbox as Ultralytics' predict, RGB, /255.",
-        instance_count=inputs.settings.decode_instance_count,
+        instance_count=settings.decode_instance_count,
     )
     pre_source = render_source(inputs.env, "model/detection_preprocess.py.j2",
                                {**preprocess_context(signature, detection, names), "max_image_pixels": inputs.settings.max_image_pixels})
@@ -194,12 +198,26 @@ def _python_letterbox(inputs: RenderInputs, signature: Signature, detection: Map
     return pre
 
 
+def served_settings(settings: PipelineSettings, max_batch: int | None) -> PipelineSettings:
+    """A static or nms=True export takes at most ``max_batch`` images per call: every step batches no more."""
+    return replace(settings, max_batch_size=min(settings.max_batch_size, max_batch)) if max_batch else settings
+
+
+def check_head_options(params: Mapping[str, Any], head: str, origin: str) -> None:
+    """An end-to-end head has no NMS left to tune: --iou and --agnostic-nms would be ignored, so they are refused."""
+    if head == END_TO_END:
+        given = [flag for flag, dest in (("--iou", "iou"), ("--agnostic-nms", "agnostic")) if params.get(dest) not in (None, False)]
+        if given:
+            raise UserError(f"{origin}: an end-to-end head (no NMS in the pipeline, as predict runs it); drop {', '.join(given)}")
+
+
 def render_detection(inputs: RenderInputs, choices: DetectionChoices, dali: bool = False) -> tuple[RenderedModel, ...]:
     """Preprocess, model, postprocess and the ensemble clients call (``dali``: a DALI letterbox step)."""
-    settings: PipelineSettings = inputs.settings
     signature = inputs.artifact.signature
     origin = inputs.origin
     detection = detection_metadata(signature.metadata, origin)
+    check_head_options(inputs.params, str(detection["head"]), origin)
+    settings = served_settings(inputs.settings, detection["max_batch"])
     names = step_names(settings.name)
     ctx.require_batch_axis(inputs.source.signature, origin)
     num_classes = int(detection["num_classes"])
@@ -209,16 +227,18 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices, dali: bool
     model_input = signature.tensor(str(detection["input"]))
     raw = signature.tensor(str(detection["output"]))
     if dali:
-        pre = render_dali_letterbox(inputs, detection, model_input)
+        pre = render_dali_letterbox(inputs, detection, model_input, settings)
     else:
-        pre = _python_letterbox(inputs, signature, detection, names, model_input)
+        pre = _python_letterbox(inputs, signature, detection, names, model_input, settings)
     model = render_model_step(inputs.env, inputs.source, settings, inputs.versions[names["model"]], origin)
     raw_tensor = ctx.signature_tensor(raw, signature.batch_axis)
     post_config = python_step_config(
         inputs.env, names["postprocess"], settings,
         inputs=[raw_tensor, ctx.tensor_context(SHAPES, "int64", [4]), *optional_tensors()],
         outputs=output_tensors(),
-        comment="Postprocessing: decode, confidence filter, class-aware NMS and boxes back in original pixels, as predict.",
+        comment=("Postprocessing: confidence filter of the end-to-end head (no NMS) and boxes back in original pixels, as predict."
+                 if detection["head"] == END_TO_END else
+                 "Postprocessing: decode, confidence filter, class-aware NMS and boxes back in original pixels, as predict."),
     )
     post_source = render_source(inputs.env, "model/detection_postprocess.py.j2", postprocess_context(detection, choices, num_classes))
     post = RenderedModel(names["postprocess"], "postprocess", inputs.versions[names["postprocess"]], post_config,
@@ -270,6 +290,22 @@ OPTIONS = (
 )
 
 
+def head_record(info: DetectorOnnx, params: Mapping[str, Any], options: BuildOptions) -> dict[str, Any]:
+    """What the manifest records of the head (the reference check batches as the ensemble was built), checked."""
+    check_head_options(params, info.head, str(params.get("from_onnx")))
+    record: dict[str, Any] = {"head": info.head}
+    if not info.dynamic_hw and params.get("imgsz") is None and info.imgsz is not None:  # predict runs it at its own size
+        record["imgsz"] = info.imgsz[0] if info.imgsz[0] == info.imgsz[1] else list(info.imgsz)
+    if info.max_batch is not None:
+        settings = options.settings
+        if settings.runtime == "tensorrt" and settings.max_batch_size > info.max_batch:
+            # The plan is compiled before the steps are rendered: its profile must not go past what the graph takes.
+            raise UserError(f"--from-onnx {params.get('from_onnx')}: this export takes at most {info.max_batch} image(s) per call "
+                            f"(a static or nms=True export); pass --max-batch-size {info.max_batch} or re-export with dynamic=True")
+        record["max_batch_size"] = min(settings.max_batch_size, info.max_batch)
+    return record
+
+
 def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
     """--model PATH.pt or --from-onnx PATH.onnx (one of them), checked before anything is staged."""
     choices = detection_choices(params)  # bad thresholds fail now, not after the export
@@ -284,7 +320,8 @@ def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, ph
         record["classes"] = list(choices.classes)
     if onnx_file is not None:
         onnx_path = Path(onnx_file)
-        read_detector_onnx(onnx_path)  # its one-line errors before staging
+        info = read_detector_onnx(onnx_path)  # its one-line errors before staging
+        record.update(head_record(info, params, options))
 
         def export(folder: Path) -> OnnxArtifact:
             return write_detector_export(folder, onnx_path, imgsz=imgsz, labels=labels, source={"onnx": str(onnx_path.resolve())})

@@ -11,6 +11,7 @@ from repo_builder.validate.analysis.manifest import manifest
 from repo_builder.validate.analysis.positions import finding_position
 from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.records import (
+    CheckFn,
     Diagnostic,
     Finding,
     ModelEntry,
@@ -108,6 +109,21 @@ def _with_deploy_target(ctx: RuleContext) -> RuleContext:
     return judged
 
 
+Segment = tuple[Gate | None, tuple[tuple[Rule, CheckFn], ...]]
+
+
+def _segments(rules: list[Rule]) -> tuple[Segment, ...]:
+    """The rules in order, runs of neighbours with the same family gate (or none) together: the gate is
+    asked once per run, not once per rule."""
+    out: list[tuple[Gate | None, list[tuple[Rule, CheckFn]]]] = []
+    for r in rules:
+        gate = GATES.get(r)
+        if not out or out[-1][0] is not gate:
+            out.append((gate, []))
+        out[-1][1].append((r, r.check))
+    return tuple((gate, tuple(segment)) for gate, segment in out)
+
+
 def check_repository(repository: Repository, options: ValidateOptions | None = None, rules: tuple[Rule, ...] | None = None) -> Report:
     """Judge a scanned repository: the repository as a whole, then members, then ensembles, which see
     their members' verdicts."""
@@ -122,23 +138,24 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     ]
     # About 55 rules per model and most find nothing: the loop stays lean, a Diagnostic is built only
     # for an actual finding.
-    every = tuple((r, r.check, GATES.get(r)) for r in rules if not r.repository_level)
-    plain = tuple(item for item in every if not item[0].ensemble_only)
+    every = _segments([r for r in rules if not r.repository_level])
+    plain = _segments([r for r in rules if not r.repository_level and not r.ensemble_only])
     # A folder that is not a repository (a model folder, an export): its subfolders are no models, and
     # judging them would only bury the one diagnostic that says what to pass instead.
     wrong_folder = any(d.severity == Severity.ERROR for d in diagnostics)
     for model in () if wrong_folder else judging_order(repository):
         found: list[Diagnostic] = []
         gates: dict[Gate, bool] = {}  # each family's gate, asked once for this model
-        for r, check, gate in every if model.is_ensemble else plain:
+        for gate, segment in every if model.is_ensemble else plain:
             if gate is not None:
                 open_ = gates.get(gate)
                 if open_ is None:
                     open_ = gates[gate] = gate(model, ctx)
                 if not open_:
                     continue
-            for f in check(model, ctx):
-                found.append(_diagnostic(r, f, model, root))
+            for r, check in segment:
+                for f in check(model, ctx):
+                    found.append(_diagnostic(r, f, model, root))
         # An integrity finding (changed since build) fails the gate but is no refusal: Triton loads the model.
         refused[model.name] = any(d.severity == Severity.ERROR and d.code not in INTEGRITY_CODES for d in found)
         diagnostics.extend(found)

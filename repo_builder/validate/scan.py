@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repo_builder.errors import UserError
-from repo_builder.guarded_read import CONFIG, UnsafeFile, read_repository_file
 from repo_builder.lazy_pb2 import import_pb2
-from repo_builder.triton_config import MAX_CONFIG_BYTES, ConfigRead, read_config_file
+from repo_builder.triton_config import MAX_CONFIG_BYTES, read_config_file
 from repo_builder.triton_layout import CONFIG_FILE, SKIPPED_VERSION_FOLDERS
 from repo_builder.validate.analysis.files import resolves_inside
-from repo_builder.validate.fast_config import parse_common_config
 from repo_builder.validate.records import FileEntry, ModelEntry, Repository, VersionDir
 
 if TYPE_CHECKING:
@@ -26,16 +24,7 @@ __all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "import_pb2", "list_folder", "pars
 RESERVED_DIRS = SKIPPED_VERSION_FOLDERS  # the older name, kept for callers
 
 
-def read_config(path: Path, root: Path | None = None) -> ConfigRead:
-    """``read_config_file`` (repo_builder/triton_config.py, the one config reader), with the common case
-    parsed by ``fast_config``: the same message, several times faster than protobuf's ``text_format``.
-    A config outside its subset, and any refusal, goes to the one reader whole, for its words."""
-    try:
-        text = read_repository_file(path, root if root is not None else path.parent.parent, CONFIG, CONFIG_FILE).decode("utf-8")
-    except (UnsafeFile, UnicodeDecodeError):
-        return read_config_file(path, root)
-    config = parse_common_config(text)
-    return ConfigRead(config, text, None) if config is not None else read_config_file(path, root)
+read_config = read_config_file  # the one config reader (repo_builder/triton_config.py), under the name validate uses
 
 
 def parse_version_name(name: str) -> tuple[int | None, str | None]:
@@ -68,8 +57,8 @@ def _entry(entry: os.DirEntry[str], root: Path) -> FileEntry:
         if not entry.is_symlink():
             if entry.is_dir():
                 return FileEntry(entry.name, True)
-            st = entry.stat()
-            return FileEntry(entry.name, False, st.st_size, mtime_ns=st.st_mtime_ns)
+            found = entry.stat()
+            return FileEntry(entry.name, False, found.st_size, mtime_ns=found.st_mtime_ns)
     except OSError:
         pass
     name = entry.name

@@ -291,6 +291,29 @@ def session(onnx_path: Path, threads: int) -> Any:
     return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 
 
+RUNTIME_OPS = ("QLinearMatMul", "QLinearConv", "QGemm", "MatMulInteger", "ConvInteger", "MatMulIntegerToFloat", "DynamicQuantizeLinear",
+               "MatMul", "FusedMatMul", "Gemm", "Conv", "FusedConv", "QuantizeLinear", "DequantizeLinear")
+
+
+def runtime_ops(onnx_path: Path) -> dict[str, int]:
+    """The compute and Q/DQ op types of the graph ONNX Runtime's CPU provider runs after its own optimizations
+    (int8 is fast only where Q/DQ pairs were fused into integer kernels)."""
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="bench-precision-ort-") as scratch:
+        options = ort.SessionOptions()
+        options.optimized_model_filepath = str(Path(scratch) / "optimized.onnx")
+        options.log_severity_level = 3  # its warning that the saved graph is machine-specific: known, and the point
+        ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        model = onnx.load(options.optimized_model_filepath, load_external_data=False)
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.op_type in RUNTIME_OPS:
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def time_calls(run: Any, feeds: Sequence[Mapping[str, np.ndarray]], seconds: float) -> list[float]:
     """Call ``run`` on the feeds in turn for ``seconds`` (after two warm-up calls); each call's seconds."""
     for feed in feeds[:2]:
@@ -434,6 +457,7 @@ def run(plan: Plan, work: Path) -> dict[str, Any]:
         results["models"][subject.key] = {
             "title": subject.title, "family": subject.family, "unit": subject.unit, "builds": builds, "gate": gates,
             "model_step_layout": _layout(model_config),
+            "runtime_ops": {p: runtime_ops(path) for p, path in steps.items()},
             "in_process": {p: {str(b): _rounded(v) for b, v in by.items()} for p, by in speed_in.items()},
             "served": {p: {str(c): _rounded(v) for c, v in by.items()} for p, by in speed_served.items()},
             "ratio_in_process": {p: {str(b): round(r, 3) for b, r in by.items()} for p, by in ratios(speed_in).items()},
@@ -521,12 +545,23 @@ def findings(entry: Mapping[str, Any]) -> list[str]:
         else:
             best = max([*entry["ratio_in_process"][precision].values(), *entry["ratio_served"][precision].values()])
             out.append(f"- {entry['title']}, {precision}: faster than fp32 everywhere measured (up to {best:.2f}x).")
+        ops = (entry.get("runtime_ops") or {}).get(precision)
+        if ops:
+            base = (entry.get("runtime_ops") or {}).get("fp32") or {}
+            out.append(f"- {entry['title']}, {precision}: the graph ONNX Runtime's CPU provider runs after its optimizations holds "
+                       f"{_ops(ops)} (fp32: {_ops(base)})" + (
+                           ": the Q/DQ pairs it did not fuse into integer kernels run as float MatMul/Conv behind "
+                           "DequantizeLinear nodes on every call." if ops.get("DequantizeLinear") else "."))
         kept = entry["gate"].get(precision, {}).get("kept_float") or []
         if kept:
             nodes = ", ".join(f"`{k['node']}` ({k['sqnr_db']} dB)" for k in kept)
             out.append(f"- {entry['title']}, {precision}: the fallback kept {len(kept)} node(s) float, by the signal int8 keeps "
                        f"in their inputs: {nodes}.")
     return out
+
+
+def _ops(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {op}" for op, n in counts.items()) or "none of the compute ops counted"
 
 
 def markdown(results: Mapping[str, Any], command: str) -> str:
@@ -562,7 +597,9 @@ on the model step's `model.onnx`, {results['threads_in_process']} intra-op threa
 preprocessed 224x224 photos, items/s = batch / the median call. Served: the ensemble on the embedded Triton
 (the model step through the ONNX Runtime stand-in), one text or one JPEG per request, closed-loop gRPC clients,
 p50 latency. Medians of {results['rounds']} interleaved round(s); ratios are the precision's items/s over fp32's;
-"not faster" means under {FASTER}x (the noise between rounds on this shared machine is a few percent).
+"not faster" means under {FASTER}x (the noise between rounds on this shared machine is a few percent). The int8
+graphs are written for TensorRT's explicit quantization (symmetric int8 activations and weights, zero points 0);
+ONNX Runtime's CPU provider is what can be measured here, and says nothing of TensorRT's int8 speed on a GPU.
 
 Machine: {m['cpu']}, {m['cores']} cores, CPU flags {', '.join(m['int8_flags']) or 'none of avx2/avx512/vnni'};
 onnxruntime {m['onnxruntime']}, Python {m['python']}; load average {results['load_average_at_start'][0]} at the start,

@@ -128,3 +128,11 @@ def test_build_exits_3_and_keeps_old_repository_when_file_size_limit_is_hit(tmp_
     assert last.startswith("error: ") and "file size limit" in last and "internal error" not in done.stderr
     assert _snapshot(out) == before  # the old repository is intact
     assert not [p for p in out.parent.iterdir() if "stage" in p.name]
+
+
+def test_usage_error_naming_a_path_stderr_cannot_encode_is_escaped_not_exit_3(tmp_path: Path) -> None:
+    missing = tmp_path / "模型"
+    env = {**os.environ, "PYTHONIOENCODING": "latin-1"}
+    done = subprocess.run([REPO_BUILDER, "validate", str(missing)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2, done.stderr
+    assert "\\u6a21\\u578b: no such folder" in _one_error_line(done.stderr)

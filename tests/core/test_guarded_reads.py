@@ -91,6 +91,7 @@ EXCEPTIONS: dict[str, str] = {
     "export/text_embedder.py::_load_encoder::AutoModel.from_pretrained": USER_NAMED + " (--model DIR)",
     "export/token_classifier.py::_load_model::AutoModelForTokenClassification.from_pretrained": USER_NAMED + " (--model DIR)",
     "export/ultralytics_detector.py::read_detector_onnx::onnx.load": USER_NAMED + " (--from-onnx)",
+    "export/ultralytics_detector.py::symbolic_batch_copy::onnx.load": USER_NAMED + " (--from-onnx, a static export copied with a symbolic batch axis)",
     "export/ultralytics_detector.py::read_labels_file::path.read_text": USER_NAMED + " (--labels)",
     "export/tiny_embedder.py::make_tiny_sentence_transformer::out_dir / 'config.json'.read_text": WRITTEN + " (the tiny test model it just saved)",
     "export/tiny_token_classifier.py::make_tiny_token_classifier::transformers.AutoConfig.from_pretrained": WRITTEN + " (the tiny test model it just saved)",

@@ -116,6 +116,9 @@ def test_read_onnx_io_takes_the_default_domain_opset_when_custom_domains_come_fi
 GRAPH_READERS = {
     "onnx_io.py": "the one ONNX IO reader",
     "compile/precision.py": "the element types of every value and initializer and the op types, not just the IO",
+    "precision/convert.py": "rewrites the graph's types (float16/bfloat16), inputs and outputs among them",
+    "precision/quantize.py": "the graph's non-initializer inputs, to feed calibration tensors to quantize_static",
+    "precision/sensitivity.py": "adds the quantized nodes' activations as graph outputs to measure them",
     "export/ultralytics_detector.py": "the detector's own export: IO dims together with Ultralytics' metadata_props",
 }
 

@@ -68,7 +68,18 @@ def test_request_timeouts_shrink_with_timeout_when_it_is_short() -> None:
         assert request_timeouts()[1] == READ_TIMEOUT  # publish's long budget keeps botocore's usual read timeout
 
 
+def test_validate_timeout_default_is_a_gates_budget_when_not_given() -> None:
+    """The default, read from the command itself (the full-mode test below waits it out for real)."""
+    import click
+
+    from repo_builder.cli.validate import command
+
+    option = next(p for p in command.params if isinstance(p, click.Option) and "--timeout" in p.opts)
+    assert option.default == VALIDATE_STORE_TIMEOUT and VALIDATE_STORE_TIMEOUT <= 45
+
+
 @pytest.mark.slow
+@pytest.mark.full_only("the --timeout 4 run below and the default read from the command above")
 def test_validate_exits_3_within_a_minute_by_default_when_endpoint_never_answers() -> None:
     pytest.importorskip("s3fs", reason="the remote extra is not installed")
     with silent_server() as (endpoint, held):

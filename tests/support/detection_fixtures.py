@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 IMGSZ = 160  # small: fast on CPU; 4K images become 160 x 96 rectangles
 CLASS_LOGIT_SCALE = 0.15  # measured: 5% of scores exactly 1.0 (63% unscaled), detections on every test image size
+YOLO26_HEAD = {"class_scale": 0.3, "class_bias": -3.0, "box_scale": 0.05, "box_bias": 0.7}  # in stride units
 
 
 def offline_ultralytics(config_dir: Path) -> None:
@@ -32,15 +34,41 @@ def calibration_images() -> list[np.ndarray]:
     return photos + crops
 
 
-def build_tiny_detector(folder: Path, imgsz: int = IMGSZ, seed: int = 0) -> tuple[Path, Path]:
-    """yolov8n.yaml with seeded random weights and recalibrated batch norms: (checkpoint .pt, Ultralytics' ONNX)."""
+def tame_head(head: Any) -> None:
+    """Class logits scaled down (scores spread over (conf, 1) instead of 63% ties at 1.0); YOLO26's one-to-one
+    head made to differ from its one-to-many copy and its directly regressed box distances kept positive."""
+    import torch
+
+    one2one = getattr(head, "one2one_cv3", None)
+    with torch.no_grad():  # tame the class logits: scores spread over (conf, 1) instead of 63% ties at 1.0
+        for branch in head.cv3:
+            branch[-1].weight.mul_(CLASS_LOGIT_SCALE)
+            branch[-1].bias.mul_(CLASS_LOGIT_SCALE)
+        if one2one is not None:  # YOLO26/v10: a one-to-one head, a copy of the other at init: made to differ
+            for branch in one2one:
+                branch[-1].weight.mul_(CLASS_LOGIT_SCALE * 1.2)
+                branch[-1].bias.mul_(CLASS_LOGIT_SCALE * 1.2)
+        if head.reg_max == 1:  # YOLO26 regresses distances directly: random ones flip boxes inside out
+            measured = YOLO26_HEAD  # measured: detections on most test images, 10-20% of scores at 1.0
+            for branches in (head.cv3, one2one or ()):
+                for branch in branches:
+                    branch[-1].weight.mul_(measured["class_scale"])
+                    branch[-1].bias.mul_(measured["class_scale"]).add_(measured["class_bias"])
+            for branches in (head.cv2, getattr(head, "one2one_cv2", None) or ()):
+                for branch in branches:
+                    branch[-1].weight.mul_(measured["box_scale"])
+                    branch[-1].bias.fill_(measured["box_bias"])
+
+
+def build_tiny_checkpoint(folder: Path, imgsz: int = IMGSZ, seed: int = 0, yaml: str = "yolov8n.yaml") -> Path:
+    """``yaml`` (yolov8n, yolo26n ...) with seeded random weights and recalibrated batch norms, saved as a .pt."""
     offline_ultralytics(folder / "ultralytics-config")  # before Ultralytics is first imported: it reads them then
     import torch
     from ultralytics import YOLO
     from ultralytics.data.augment import LetterBox
 
     torch.manual_seed(seed)
-    model = YOLO("yolov8n.yaml")
+    model = YOLO(yaml)
     batches = []
     for auto in (False, True):  # square (mixed shapes, static) and minimal rectangles (predict's usual)
         for image in calibration_images():
@@ -56,15 +84,25 @@ def build_tiny_detector(folder: Path, imgsz: int = IMGSZ, seed: int = 0) -> tupl
         for batch in batches:
             network(batch)
     network.eval()
-    with torch.no_grad():  # tame the class logits: scores spread over (conf, 1) instead of 63% ties at 1.0
-        for branch in network.model[-1].cv3:
-            branch[-1].weight.mul_(CLASS_LOGIT_SCALE)
-            branch[-1].bias.mul_(CLASS_LOGIT_SCALE)
+    tame_head(network.model[-1])
     folder.mkdir(parents=True, exist_ok=True)
-    checkpoint = folder / "tiny-yolov8n.pt"
+    checkpoint = folder / f"tiny-{Path(yaml).stem}.pt"
     model.save(str(checkpoint))
-    onnx_path = Path(YOLO(str(checkpoint), task="detect").export(format="onnx", dynamic=True, imgsz=imgsz, simplify=True, verbose=False))
-    return checkpoint, onnx_path
+    return checkpoint
+
+
+def export_onnx(checkpoint: Path, name: str, imgsz: int = IMGSZ, **options: object) -> Path:
+    """Ultralytics' exporter on ``checkpoint`` (its options: dynamic, simplify, nms ...), renamed ``name``.onnx beside it."""
+    from ultralytics import YOLO
+
+    exported = Path(YOLO(str(checkpoint), task="detect").export(format="onnx", imgsz=imgsz, verbose=False, **options))
+    return exported.replace(checkpoint.parent / f"{name}.onnx")
+
+
+def build_tiny_detector(folder: Path, imgsz: int = IMGSZ, seed: int = 0) -> tuple[Path, Path]:
+    """yolov8n.yaml with seeded random weights and recalibrated batch norms: (checkpoint .pt, Ultralytics' ONNX)."""
+    checkpoint = build_tiny_checkpoint(folder, imgsz, seed)
+    return checkpoint, export_onnx(checkpoint, "tiny-yolov8n", imgsz, dynamic=True, simplify=True)
 
 
 # (width, height, format): portrait, landscape, square, tiny, thin, 4K; JPEG and PNG.

@@ -39,23 +39,3 @@ def onnx_factory() -> Callable[..., bytes]:
 def run_validate() -> Callable[..., object]:
     """``validate(root, strict=False, ...) -> Report``."""
     return validate
-
-
-@pytest.fixture(autouse=True)
-def fast_config_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every config a validate test scans is parsed by ``fast_config`` and by the one reader alike: the
-    fast path must give the reader's message or nothing (``tests/validate/test_fast_config.py``)."""
-    from repo_builder.triton_config import ConfigParseError, parse_config_text
-    from repo_builder.validate import fast_config, scan
-
-    def checked(text: str) -> object:
-        fast = fast_config.parse_common_config(text)
-        if fast is not None:
-            try:
-                reference = parse_config_text(text, "config.pbtxt")
-            except ConfigParseError as exc:
-                raise AssertionError(f"fast_config accepted a config the proto refuses ({exc}):\n{text[:2000]}") from None
-            assert fast == reference, f"fast_config differs from text_format on:\n{text[:2000]}"
-        return fast
-
-    monkeypatch.setattr(scan, "parse_common_config", checked)

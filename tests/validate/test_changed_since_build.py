@@ -101,3 +101,11 @@ def test_changed_readme_of_a_step_is_a_warning_when_only_documentation_changed(b
     report = validate_repository(built, ValidateOptions())
     [d] = [d for d in report.diagnostics if d.code == "RB002"]
     assert d.severity == Severity.WARNING and report.exit_code() == 0
+
+
+def test_python_api_takes_strict_manifest_as_the_command_does(built: Path) -> None:
+    from repo_builder.api import validate
+
+    (built / "pipeline" / "1" / "README.md").unlink()
+    assert validate(built).ok
+    assert not validate(built, strict_manifest=True).ok

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from repo_builder.compile_recipe import RECIPE_FILE
+from repo_builder.store.urls import names_url
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.analysis.backends import BACKENDS, TENSORFLOW_GRAPHDEF, TORCH_AOTI_INFO
 from repo_builder.validate.analysis.manifest import (
@@ -139,7 +140,7 @@ def check_built_file_changed(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
     for built in recorded:
         if built.version in compiled:
             continue
-        why = check_built_file(model, built, remote="://" in ctx.repository.location)
+        why = check_built_file(model, built, remote=names_url(ctx.repository.location))
         if why is not None:
             yield _manifest_finding(model, built.version, built.relative, why, ctx)
 
