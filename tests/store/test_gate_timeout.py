@@ -4,48 +4,19 @@ timeouts follow it so a hung request is tried again before the deadline."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from support.publish_helpers import CREDENTIALS
+from support.silent_server import silent_server
 
 from repo_builder.cli.validate import VALIDATE_STORE_TIMEOUT
 from repo_builder.store.deadline import READ_TIMEOUT, request_timeouts, store_deadline
 from repo_builder.store.s3 import filesystem_options
 from repo_builder.store.urls import parse_store_url
-
-
-@contextlib.contextmanager
-def silent_server() -> Iterator[tuple[str, list[socket.socket]]]:
-    """``http://127.0.0.1:PORT`` of a loopback server (a thread) that accepts and never answers, and
-    the connections it accepted."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                held.append(listener.accept()[0])  # kept open, never read, never answered
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}", held
-    finally:
-        stop.set()
-        thread.join()
-        for conn in held:
-            conn.close()
-        listener.close()
 
 
 def _validate(endpoint: str, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:

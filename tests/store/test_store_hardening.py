@@ -3,9 +3,6 @@ are system folders, a relative repository path for publish. Against moto's real 
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +10,7 @@ from typing import Any
 
 import pytest
 from support.publish_helpers import CREDENTIALS, write_repository
+from support.silent_server import silent_server
 
 from repo_builder.cli.main import main
 
@@ -103,26 +101,8 @@ def silent_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     pytest.importorskip("s3fs", reason="the remote extra is not installed")
     for key, value in {**CREDENTIALS, "AWS_SECRET_ACCESS_KEY": SECRET}.items():
         monkeypatch.setenv(key, value)
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                held.append(listener.accept()[0])  # kept open, never read, never answered
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join()
-        for conn in held:
-            conn.close()
-        listener.close()
+    with silent_server() as (endpoint, _):
+        yield endpoint
 
 
 @pytest.mark.parametrize("command", ["validate", "pull", "publish"])
