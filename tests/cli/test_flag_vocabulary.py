@@ -57,7 +57,7 @@ def test_every_command_takes_quiet_and_verbose_when_run(path: str) -> None:
 def test_gpu_option_has_one_default_and_one_help_when_a_command_judges_a_target(path: str) -> None:
     gpu = option(LEAVES[path], "--gpu")
     if gpu is None:
-        pytest.skip(f"{path} judges no deploy target")
+        pytest.skip(reason=f"{path} judges no deploy target")
     assert gpu.secondary_opts == ["--no-gpu"] and gpu.default is None and gpu.help == GPU_HELP
 
 

@@ -148,7 +148,7 @@ def test_defer_plan_copies_external_data_when_onnx_keeps_weights_outside(tmp_pat
 )
 def test_require_build_environment_names_every_missing_piece_when_builder_chosen(builder: str, missing: str):
     if tensorrt_available() or find_trtexec():
-        pytest.skip("TensorRT is installed here")
+        pytest.skip(reason="TensorRT is installed here")
     with pytest.raises(ToolError) as info:
         require_build_environment(builder)
     message = str(info.value)

@@ -43,7 +43,7 @@ def test_build_resnet50_prints_one_line_error_when_argument_is_bad(extra: list[s
         from repo_builder.gpu import gpu_present
 
         if gpu_present():
-            pytest.skip("a GPU is present: a TensorRT build is possible here")
+            pytest.skip(reason="a GPU is present: a TensorRT build is possible here")
     out = tmp_path / "repo"
     # No GPU/TensorRT here is the machine's limit, not a typo: exit 3 (errors.ToolError).
     exit_code = 3 if extra == ["--runtime", "tensorrt"] else 2

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def _needs_python(release: str) -> None:
     version = image_row(release).python
     if find_interpreter(version) is None:
-        pytest.skip(f"Python {version} (the {release} image's) is not installed here: pyenv install {version}")
+        pytest.skip(reason=f"Python {version} (the {release} image's) is not installed here: pyenv install {version}")
 
 
 def _resnet50(base: Path) -> list[str]:

@@ -48,7 +48,7 @@ def test_bench_writes_versioned_json_and_page_when_report_requested(tmp_path: Pa
     assert "Slowest step: double" in html or "Slowest step, by concurrency" in html
     binary = find_chromium()
     if binary is None:
-        pytest.skip("no chromium to render the page: apt-get install -y chromium")
+        pytest.skip(reason="no chromium to render the page: apt-get install -y chromium")
     rendered = render(binary, page, CHECK_CHARTS, tmp_path / "profile")
     assert rendered.requests == ()
     assert [all(c["drawn"]) for c in rendered.value["charts"]] == [True, True]

@@ -184,9 +184,9 @@ def test_pipeline_keeps_null_and_the_reason_without_a_usable_result(tmp_path: Pa
 def test_quick_comparison_measures_both_winners_with_one_load_generator(tmp_path: Path) -> None:
     """--quick end to end on the tests' text pipeline: Model Analyzer searches, tune gets its time, both re-measured."""
     if not (MA_VENV / "bin" / "model-analyzer").is_file():
-        pytest.skip(f"no Model Analyzer venv at {MA_VENV} (set REPO_BUILDER_MA_VENV)")
+        pytest.skip(reason=f"no Model Analyzer venv at {MA_VENV} (set REPO_BUILDER_MA_VENV)")
     if not PERF_ANALYZER.is_file():
-        pytest.skip(f"no perf_analyzer 2.51 at {PERF_ANALYZER} (scripts/bench/perf_analyzer_251.py DIR)")
+        pytest.skip(reason=f"no perf_analyzer 2.51 at {PERF_ANALYZER} (scripts/bench/perf_analyzer_251.py DIR)")
     from repo_builder.export.tiny_models import make_tiny_text_classifier
 
     python = Path(sys.executable)

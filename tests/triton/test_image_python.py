@@ -81,7 +81,7 @@ FOUND = (Tensor("FOUND", "TYPE_STRING", (-1,)),)
 
 def _needs(version: str) -> None:
     if find_interpreter(version) is None:
-        pytest.skip(f"no CPython {version} with a shared libpython here (pyenv install {version})")
+        pytest.skip(reason=f"no CPython {version} with a shared libpython here (pyenv install {version})")
 
 
 def _host_platforms() -> tuple[str, ...]:
@@ -217,7 +217,7 @@ def test_prepare_image_python_returns_a_reason_when_the_python_is_not_installed(
 def test_locate_tritonserver_takes_stub_libdir_and_prefix_from_the_image_python_when_given(image312: ImagePython) -> None:
     install = locate_tritonserver(None, image312)
     if not install.bundled:
-        pytest.skip("a tritonserver on PATH (a container's) runs its own Python")
+        pytest.skip(reason="a tritonserver on PATH (a container's) runs its own Python")
     assert install.stub is not None and install.stub.parent.name == "3.12"
     assert image312.libdir in install.libraries
     env = server_environment(install, {"PATH": "/usr/bin"})

@@ -99,7 +99,7 @@ def test_command_counts_answers_instead_of_time_when_asked_by_count(tmp_path: Pa
 
 def test_find_binary_says_not_installed_when_nothing_provides_it(monkeypatch: pytest.MonkeyPatch) -> None:
     if importlib.util.find_spec("perf_analyzer") is not None or shutil.which("perf_analyzer"):
-        pytest.skip("perf_analyzer is installed here")
+        pytest.skip(reason="perf_analyzer is installed here")
     monkeypatch.delenv(ENVIRONMENT, raising=False)
     binary, why = find_binary()
     assert binary is None and "not installed" in why

@@ -107,7 +107,7 @@ def test_bench_measures_through_perf_analyzer_when_one_starts_here(tmp_path: Pat
 
     binary = os.environ.get(ENVIRONMENT)
     if not binary or probe(Path(binary)):
-        pytest.skip(f"${ENVIRONMENT} does not name a perf_analyzer that starts here")
+        pytest.skip(reason=f"${ENVIRONMENT} does not name a perf_analyzer that starts here")
     out = tmp_path / "bench.json"
     code = main(["bench", str(write_repository(tmp_path / "repo")), "--concurrency", "2", "--seconds", "3", "--warmup", "0.3",
                  "--load-generator", "perf_analyzer", "--json", str(out)])

@@ -67,7 +67,7 @@ def test_python_imports_walks_deep_blocks_when_they_parse() -> None:
 def test_stdlib_modules_match_this_interpreter_when_same_version() -> None:
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if here not in STDLIB_VERSIONS:
-        pytest.skip(f"the table has no row for {here}")
+        pytest.skip(reason=f"the table has no row for {here}")
     assert stdlib_modules(here) == sys.stdlib_module_names
 
 

@@ -267,7 +267,7 @@ def test_tensorrt_rules_read_engine_itself_when_gpu_and_tensorrt_present(tmp_pat
     from repo_builder.plan_format import tensorrt_available
 
     if not (gpu_present() and tensorrt_available()):
-        pytest.skip("needs an NVIDIA GPU and TensorRT")
+        pytest.skip(reason="needs an NVIDIA GPU and TensorRT")
     # A fake plan on a GPU machine must be reported as undeserializable, not trusted via plan.json.
     found = run(make_repo(tmp_path), gpu_present=True)
     assert any(d.code == "RB709" and "cannot deserialize" in d.message for d in found)

@@ -497,4 +497,4 @@ def test_fuzz_oracle_sees_a_read_outside_when_a_process_reads_the_canary(tmp_pat
     if STRACE:
         assert _opened_outside(trace.read_text(), tmp_path / "repo", out, tmp_path)
     if not STRACE and not _atime_works(tmp_path):
-        pytest.skip("no strace and no access times on this filesystem: the oracle cannot see reads")
+        pytest.skip(reason="no strace and no access times on this filesystem: the oracle cannot see reads")
