@@ -231,13 +231,17 @@ def read_repository_file(path: Path, root: Path, kind: FileKind, what: str | Non
     model may not share). A ``prefix`` kind returns only the first ``kind.limit`` bytes of any file.
     """
     label = what or path.name
-    fd, _ = _open_checked(path, root, kind, label)  # no context manager: one per file read adds up in validate
+    fd, size = _open_checked(path, root, kind, label)  # no context manager: one per file read adds up in validate
     try:
         chunks: list[bytes] = []
         left = kind.limit + (0 if kind.prefix else 1)
+        # os.read allocates the whole request up front: ask for about the size fstat gave (one byte more to see
+        # the end, at least 64 KiB for a file that reports 0 or grows), not 4 MiB, so a small file costs no
+        # large allocation (a config or model.py: one read and the one that sees the end).
+        step = min(4 * MiB, max(size + 1, 64 * 1024))
         while left > 0:
             try:
-                chunk = os.read(fd, min(left, 4 * MiB))
+                chunk = os.read(fd, min(left, step))
             except OSError as exc:
                 raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}", "unreadable") from None
             if not chunk:

@@ -20,7 +20,11 @@ import tempfile
 import pytest
 from support.publish_helpers import bucket, s3_client, s3_server
 
-SESSION_TMP = tempfile.mkdtemp(prefix="repo-builder-tests-")
+# With pytest-xdist (scripts/test runs workers) each worker has its own folder beside the controller's, not
+# inside it: the controller would count a worker's folder as a leftover, and nesting lengthens every path
+# (AF_UNIX socket names stop at 108 bytes).
+_ROOT_TMP = os.environ.setdefault("REPO_BUILDER_TESTS_ROOT_TMP", tempfile.gettempdir())
+SESSION_TMP = tempfile.mkdtemp(prefix="repo-builder-tests-", dir=_ROOT_TMP)
 os.environ["TMPDIR"] = SESSION_TMP
 tempfile.tempdir = SESSION_TMP
 _left_by: dict[str, str] = {}  # folder name -> the first test after which it existed
@@ -68,9 +72,26 @@ FULL_TESTS = os.environ.get("REPO_BUILDER_FULL_TESTS") == "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _slow_modules_first(items)
     if FULL_TESTS:
         return
     for item in items:
         marker = item.get_closest_marker("full_only")
         if marker is not None:
             item.add_marker(pytest.mark.skip(reason=f"full mode only (REPO_BUILDER_FULL_TESTS=1); CI runs {marker.args[0]}"))
+
+
+def _slow_modules_first(items: list[pytest.Item]) -> None:
+    """Modules holding a test marked slow run first (the benchmark scripts' quick runs in tests/scripts/, the
+    longest, before them), each module's tests kept together and in order: with xdist's --dist loadfile
+    (scripts/test) a long module picked up last would leave the other workers idle at the end. The order is
+    deterministic, as xdist requires of every worker's collection."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    position = {id(item): n for n, item in enumerate(items)}
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        if item.path not in slow:
+            return 2, position[id(item)]
+        return (0 if item.path.parent.name == "scripts" else 1), position[id(item)]
+
+    items.sort(key=rank)

@@ -1,4 +1,6 @@
-"""An Ultralytics detector -> model.onnx + signature.json + labels.txt, for ``build object-detector``.
+"""An Ultralytics detector -> model.onnx + signature.json + labels.txt, for ``build object-detector`` (and a
+yolo*-seg segmenter, ``task="segment"``, for ``build instance-segmenter``: the same heads with M mask
+coefficients per box after the class scores, and a second output, the prototype masks).
 
 Two sources: an ONNX that Ultralytics' exporter wrote (read with ``onnx`` only: no Ultralytics needed), or a
 checkpoint (``.pt``) exported through Ultralytics' own exporter, which then must be installed (the
@@ -32,6 +34,9 @@ from repo_builder.fsutil import sha256_file
 from repo_builder.spec import OnnxArtifact, write_signature
 
 TASK = "object-detection"
+SEGMENT_TASK = "instance-segmentation"  # build instance-segmenter: a yolo*-seg export (boxes + prototype masks)
+# Ultralytics' task name -> (signature.json task, the build command taking it)
+TASKS = {"detect": (TASK, "object-detector"), "segment": (SEGMENT_TASK, "instance-segmenter")}
 DEFAULT_IMGSZ = 640  # Ultralytics predict's default
 # The metadata keys Ultralytics' exporter writes that this family reads.
 METADATA_KEYS = ("names", "stride", "imgsz", "task", "end2end", "args", "batch")
@@ -39,6 +44,9 @@ ONE_TO_MANY = "one-to-many"
 END_TO_END = "end-to-end"
 ACCEPTED = ("one input [batch, 3, height, width] and one output [batch, 4 + classes, anchors] (one-to-many head) "
             "or [batch, K, 6] (end-to-end head: YOLO26/YOLOv10 exported with nms=False, or nms=True)")
+SEGMENT_ACCEPTED = ("one input [batch, 3, height, width] and two outputs: [batch, 4 + classes + M, anchors] (one-to-many head) "
+                    "or [batch, K, 6 + M] (end-to-end head: YOLO26 exported with nms=False), and the prototype masks "
+                    "[batch, M, mask height, mask width]")
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,8 @@ class DetectorOnnx:
     output_shape: tuple[int | str, ...] = ()  # as read from the graph (batch symbolic or 1)
     fixed_batch: bool = False  # a static export: batch axis fixed at 1 (declared symbolic in the served copy)
     max_batch: int | None = None  # the most images one model call may take (a static or nms=True export), None: any
+    protos_name: str | None = None  # a segmentation export's prototype masks [batch, M, mask h, mask w]
+    mask_dim: int = 0  # M: mask coefficients per box after the class scores (0: detection)
 
 
 def _literal(text: str, key: str, origin: str) -> Any:
@@ -113,12 +123,14 @@ def _output_shape(model: Any, path: Path, input_name: str, size: tuple[int, int]
     return (dims[0] if dims and isinstance(dims[0], str) else probed[0], *probed[1:])
 
 
-def read_detector_onnx(path: Path) -> DetectorOnnx:
-    """Check ``path`` is an Ultralytics detection ONNX (a layout of ACCEPTED) and read its head, classes, stride
-    and imgsz."""
+def read_detector_onnx(path: Path, task: str = "detect") -> DetectorOnnx:
+    """Check ``path`` is an Ultralytics detection ONNX (a layout of ACCEPTED; ``task`` "segment": of
+    SEGMENT_ACCEPTED) and read its head, classes, stride and imgsz."""
     import onnx  # light (a core dependency), loaded only when reading a model
 
     origin = str(path)
+    segment = task == "segment"
+    accepted = SEGMENT_ACCEPTED if segment else ACCEPTED
     if not path.is_file():
         raise UserError(f"--from-onnx {path}: no such file; pass the .onnx Ultralytics' exporter wrote")
     try:
@@ -128,13 +140,17 @@ def read_detector_onnx(path: Path) -> DetectorOnnx:
     initializers = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]
     dims = [[d.dim_param or d.dim_value for d in t.type.tensor_type.shape.dim] for t in (*inputs, *model.graph.output)]
-    if len(inputs) != 1 or len(model.graph.output) != 1 or len(dims[0]) != 4 or dims[0][1] != 3 or len(dims[1]) != 3:
-        found = ", ".join(f"{t.name} {d}" for t, d in zip((*inputs, *model.graph.output), dims, strict=True))
-        raise UserError(f"{origin}: found {found}; expected {ACCEPTED}")
     meta = {p.key: p.value for p in model.metadata_props}
-    task = meta.get("task")
-    if task is not None and task != "detect":
-        raise UserError(f"{origin}: an Ultralytics '{task}' model; build object-detector takes detection models")
+    written = meta.get("task")
+    if written is not None and written != task:
+        other = f": use build {TASKS[written][1]}" if written in TASKS else ""
+        raise UserError(f"{origin}: an Ultralytics '{written}' model; build {TASKS[task][1]} takes '{task}' models{other}")
+    outputs = 2 if segment else 1
+    if (len(inputs) != 1 or len(model.graph.output) != outputs or len(dims[0]) != 4 or dims[0][1] != 3 or len(dims[1]) != 3
+            or (segment and (len(dims[2]) != 4 or not isinstance(dims[2][1], int) or dims[2][1] < 1))):
+        found = ", ".join(f"{t.name} {d}" for t, d in zip((*inputs, *model.graph.output), dims, strict=True))
+        raise UserError(f"{origin}: found {found}; expected {accepted}")
+    mask_dim = int(dims[2][1]) if segment else 0
     batch, _, height, width = dims[0]
     if isinstance(batch, int) and batch != 1:
         raise UserError(f"{origin}: a static export for batches of exactly {batch}; re-export with batch=1 or dynamic=True")
@@ -148,15 +164,16 @@ def read_detector_onnx(path: Path) -> DetectorOnnx:
     nms = isinstance(args, dict) and args.get("nms") is True  # the graph holds NMS (nms=True)
     end2end = _flag(meta, "end2end") is True or nms  # as Ultralytics' backend decides it
     shape = _output_shape(model, path, inputs[0].name, fixed or (DEFAULT_IMGSZ, DEFAULT_IMGSZ), end2end, origin)
-    head = END_TO_END if shape[-1] == 6 or end2end else ONE_TO_MANY  # predict's own rule (non_max_suppression)
+    head = END_TO_END if shape[-1] == 6 + mask_dim or end2end else ONE_TO_MANY  # predict's own rule (non_max_suppression)
     output = model.graph.output[0].name
-    if head == END_TO_END and (shape[-1] != 6 or not isinstance(shape[1], int)):
-        raise UserError(f"{origin}: output '{output}' is {list(shape)}, but the metadata says an end-to-end head; expected {ACCEPTED}")
-    if head == ONE_TO_MANY and (not isinstance(shape[1], int) or shape[1] < 5):
-        raise UserError(f"{origin}: output '{output}' is {list(shape)}; a detection head has 4 box + at least 1 class "
-                        f"channels; expected {ACCEPTED}")
+    if head == END_TO_END and (shape[-1] != 6 + mask_dim or not isinstance(shape[1], int)):
+        raise UserError(f"{origin}: output '{output}' is {list(shape)}, but the metadata says an end-to-end head; expected {accepted}")
+    if head == ONE_TO_MANY and (not isinstance(shape[1], int) or shape[1] < 5 + mask_dim):
+        extra = f" + {mask_dim} mask" if segment else ""
+        raise UserError(f"{origin}: output '{output}' is {list(shape)}; a detection head has 4 box + at least 1 class{extra} "
+                        f"channels; expected {accepted}")
     names_count = len(value) if isinstance(value := _flag(meta, "names"), dict) else None
-    num_classes = int(shape[1]) - 4 if head == ONE_TO_MANY else names_count
+    num_classes = int(shape[1]) - 4 - mask_dim if head == ONE_TO_MANY else names_count
     names = _names(_literal(meta["names"], "names", origin), num_classes, origin) if "names" in meta and num_classes else ()
     # An nms=True graph unrolls its NMS loop for the export's batch (Ultralytics' backend splits larger ones):
     # rows past it come back empty. A static export takes exactly one image.
@@ -168,7 +185,8 @@ def read_detector_onnx(path: Path) -> DetectorOnnx:
         max_batch = export_batch if isinstance(export_batch, int) and export_batch > 0 else 1
     axes = (str(height), str(width))
     return DetectorOnnx(inputs[0].name, output, num_classes, stride, dynamic_hw, fixed, names, axes, head=head,
-                        output_shape=tuple(shape), fixed_batch=isinstance(batch, int), max_batch=max_batch)
+                        output_shape=tuple(shape), fixed_batch=isinstance(batch, int), max_batch=max_batch,
+                        protos_name=model.graph.output[1].name if segment else None, mask_dim=mask_dim)
 
 
 def check_imgsz(imgsz: int | None, info: DetectorOnnx, origin: str) -> tuple[int, int]:
@@ -199,9 +217,10 @@ def read_labels_file(path: Path, count: int | None) -> tuple[str, ...]:
 
 
 def write_detector_export(folder: Path, onnx_path: Path, *, imgsz: int | None, labels: Path | None,
-                          source: Mapping[str, Any]) -> OnnxArtifact:
-    """Copy an Ultralytics detection ONNX into ``folder`` as model.onnx with signature.json and labels.txt."""
-    info = read_detector_onnx(onnx_path)
+                          source: Mapping[str, Any], task: str = "detect") -> OnnxArtifact:
+    """Copy an Ultralytics detection (``task`` "segment": segmentation) ONNX into ``folder`` as model.onnx with
+    signature.json and labels.txt."""
+    info = read_detector_onnx(onnx_path, task)
     size = check_imgsz(imgsz, info, str(onnx_path))
     if labels is not None:
         names = read_labels_file(labels, info.num_classes)
@@ -211,15 +230,18 @@ def write_detector_export(folder: Path, onnx_path: Path, *, imgsz: int | None, l
         raise UserError(f"{onnx_path}: no class names in its metadata; pass --labels FILE with one name per line")
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / ONNX_FILE
+    batched = (info.input_name, info.output_name, *((info.protos_name,) if info.protos_name else ()))
     if info.fixed_batch:
-        symbolic_batch_copy(onnx_path, target, (info.input_name, info.output_name))
+        symbolic_batch_copy(onnx_path, target, batched)
     else:
         shutil.copyfile(onnx_path, target)
     written = write_labels(names, folder / LABELS_FILE)
-    axes = {info.input_name: {0: "batch"}, info.output_name: {0: "batch"}}
+    axes = {name: {0: "batch"} for name in batched}
     detection = {"imgsz": list(size), "stride": info.stride, "rect": info.dynamic_hw, "num_classes": len(names),
                  "input": info.input_name, "output": info.output_name, "head": info.head, "max_batch": info.max_batch}
-    metadata: dict[str, Any] = {"task": TASK, "detection": detection, "source": dict(source), "source_sha256": sha256_file(onnx_path),
+    if info.protos_name:
+        detection.update(protos=info.protos_name, mask_dim=info.mask_dim)
+    metadata: dict[str, Any] = {"task": TASKS[task][0], "detection": detection, "source": dict(source), "source_sha256": sha256_file(onnx_path),
                                 "parity_note": "Ultralytics' exporter wrote the ONNX; the reference check compares with its predict"}
     if info.dynamic_hw:
         # TensorRT profiles (compile, --defer-compile): minimal rectangles go down to one stride, squares up to imgsz.
@@ -246,7 +268,7 @@ def symbolic_batch_copy(source: Path, target: Path, tensors: Sequence[str]) -> N
 
 
 def export_ultralytics_checkpoint(folder: Path, checkpoint: Path, *, imgsz: int | None, labels: Path | None,
-                                  phases: Phases | None = None) -> OnnxArtifact:
+                                  phases: Phases | None = None, task: str = "detect") -> OnnxArtifact:
     """Export ``checkpoint`` with Ultralytics' own exporter (dynamic batch/height/width), then as --from-onnx.
 
     The exporter writes its ONNX beside the checkpoint, so it runs on a copy inside ``folder``."""
@@ -266,13 +288,13 @@ def export_ultralytics_checkpoint(folder: Path, checkpoint: Path, *, imgsz: int 
     size = DEFAULT_IMGSZ if imgsz is None else imgsz
     with phases.phase(f"exporting {checkpoint.name} with Ultralytics' exporter (imgsz {size}, dynamic)"):
         try:
-            model = YOLO(str(copy), task="detect")
+            model = YOLO(str(copy), task=task)
         except Exception as exc:  # torch.load / Ultralytics raise many kinds for a file that is no checkpoint
             raise UserError(f"--model {checkpoint}: Ultralytics cannot load it ({type(exc).__name__}: {exc})") from None
-        if model.task != "detect":
-            raise UserError(f"--model {checkpoint}: an Ultralytics '{model.task}' model; build object-detector takes detection models")
+        if model.task != task:
+            raise UserError(f"--model {checkpoint}: an Ultralytics '{model.task}' model; build {TASKS[task][1]} takes '{task}' models")
         exported = Path(model.export(format="onnx", dynamic=True, imgsz=size, simplify=True, verbose=False))
-    artifact = write_detector_export(folder, exported, imgsz=size, labels=labels,
+    artifact = write_detector_export(folder, exported, imgsz=size, labels=labels, task=task,
                                      source={"checkpoint": str(checkpoint.resolve()), "exporter": "ultralytics"})
     shutil.rmtree(work, ignore_errors=True)
     return artifact

@@ -67,6 +67,8 @@ class BuildRequest:
     intra_op_threads: int | None = REQUEST_DEFAULTS["intra_op_threads"]
     step_instances: int | None = REQUEST_DEFAULTS["step_instances"]  # pre/post (Python) steps' instances; None: render.tuning.step_instances
     max_image_pixels: int = REQUEST_DEFAULTS["max_image_pixels"]  # image steps refuse more, from the header
+    max_request_bytes: int = REQUEST_DEFAULTS["max_request_bytes"]  # client-facing steps refuse a larger request
+    step_memory_mib: int = REQUEST_DEFAULTS["step_memory_mib"]  # per step instance: the worst cases one execution admits
     replace: bool = REQUEST_DEFAULTS["replace"]  # --replace: the ensemble's inputs/outputs may change (repository/build_target.py)
     triton_release: str | None = REQUEST_DEFAULTS["triton_release"]  # None: the newest release the image table knows
     platform: str = REQUEST_DEFAULTS["platform"]
@@ -131,6 +133,8 @@ def build_options(request: BuildRequest, chosen: Family) -> tuple[BuildOptions, 
         step_instance_count=step_count,
         decode_instance_count=decode_count,
         max_image_pixels=request.max_image_pixels,
+        max_request_bytes=request.max_request_bytes,
+        step_memory_mib=request.step_memory_mib,
         nvcf=nvcf_settings(request.params, chosen.command, chosen.options),
     )
     precision = precision_plan(request, chosen)  # its data read and checked apart before any export

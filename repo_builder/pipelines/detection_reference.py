@@ -61,7 +61,7 @@ def predict_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def _decode(data: bytes) -> Any:
+def decode(data: bytes) -> Any:
     import cv2  # with the detect extra
     import numpy as np
 
@@ -90,27 +90,25 @@ def row_problem(outputs: Mapping[str, Any], row: int, result: Any, name: str) ->
     return None
 
 
-def _load_yolo(model: Path) -> Any:
-    require("ultralytics", "detect", "the object-detector reference check (Ultralytics' predict; AGPL-3.0)")
+def load_yolo(model: Path, task: str = "detect") -> Any:
+    require("ultralytics", "detect", "the reference check (Ultralytics' predict; AGPL-3.0)")
     from ultralytics import YOLO  # AGPL-3.0, heavy: only here
 
-    return YOLO(str(model), task="detect")
+    return YOLO(str(model), task=task)
 
 
 def check(run: ReferenceRun) -> ReferenceReport:
     """Half the images one per request (each at its own letterbox, as predict on one image), half in batches
     of up to max_batch_size (one request = one predict call on the same list)."""
-    yolo = _load_yolo(run.model)
+    yolo = load_yolo(run.model)
     kwargs = predict_kwargs(run.settings)
     images = reference_images(max(run.minimum_cases, 1))
-    half = len(images) // 2
-    groups = [[i] for i in range(half)] + [list(range(s, min(s + run.max_batch_size, len(images))))
-                                           for s in range(half, len(images), run.max_batch_size)]
+    groups = reference_groups(len(images), run.max_batch_size)
     failures: list[str] = []
     compared, detections = 0, 0
     for group in groups:
         outputs = run.infer(image_request([images[i] for i in group]))
-        results = yolo.predict([_decode(images[i]) for i in group], **kwargs)
+        results = yolo.predict([decode(images[i]) for i in group], **kwargs)
         for row, (index, result) in enumerate(zip(group, results, strict=True)):
             compared += 1
             detections += len(result.boxes)
@@ -127,12 +125,19 @@ def check(run: ReferenceRun) -> ReferenceReport:
 
 def load(model: Path, threads: int) -> InProcess:
     """YOLO(model).predict in this process (ONNX Runtime for an .onnx, PyTorch for a .pt)."""
-    yolo = _load_yolo(model)
+    yolo = load_yolo(model)
 
     def run(items: Sequence[bytes]) -> Any:
-        return yolo.predict([_decode(item) for item in items], verbose=False)
+        return yolo.predict([decode(item) for item in items], verbose=False)
 
     return InProcess(run=run, threads=threads)
 
 
 REFERENCE = FamilyReference(check=check, items=reference_images, request=image_request, load=load, unit="images")
+
+
+def reference_groups(count: int, max_batch: int) -> list[list[int]]:
+    """The images' indices as requests: the first half one image per request, the rest in batches of
+    ``max_batch`` (both paths of a step: one image, and a batch)."""
+    half = count // 2
+    return [[i] for i in range(half)] + [list(range(s, min(s + max_batch, count))) for s in range(half, count, max_batch)]

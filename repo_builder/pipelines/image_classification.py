@@ -36,7 +36,7 @@ from repo_builder.pipelines.dali_step import (
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.nvcf_assets import asset_parameters
 from repo_builder.pipelines.nvcf_options import NVCF_OPTIONS
-from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
+from repo_builder.pipelines.settings import ModelSource, PipelineSettings, budget_context, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source, render_text
@@ -90,6 +90,7 @@ def render_image_pipeline(
             model_inputs=[model_input.name], logits=logits, labels=labels, ensemble_input=dali_input_tensor(),
             comment="Clients call this: IMAGE (the encoded image's bytes, TYPE_UINT8 [-1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
         )
+    budget = budget_context(settings, settings.decode_instance_count)
     pre_model = render_preprocess_step(
         env,
         settings,
@@ -97,9 +98,9 @@ def render_image_pipeline(
         pipeline_input=IMAGE_INPUT,
         outputs=[ctx.tensor_context(model_input.name, model_input.dtype, want)],
         comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> resize, center-crop, normalize.",
-        files={"model.py": render_source(env, "model/image_preprocess.py.j2", {**pre, "nvcf": settings.nvcf is not None}).encode(),
+        files={"model.py": render_source(env, "model/image_preprocess.py.j2", {**pre, **budget, "nvcf": settings.nvcf is not None}).encode(),
                "README.md": render_text(env, "model/preprocess_README.md.j2", ctx.limits_readme_context(
-                   names["preprocess"], max_image_pixels=settings.max_image_pixels)).encode()},
+                   names["preprocess"], max_image_pixels=settings.max_image_pixels, budget=budget)).encode()},
         instance_count=settings.decode_instance_count,
         asset_parameters=asset_parameters(settings.nvcf, IMAGE_INPUT),
     )
@@ -132,7 +133,7 @@ def _dali_preprocess(env: Any, settings: PipelineSettings, version: int, pre: Ma
 
 # --- the family records' parts (pipelines/registry.py) ---------------------------------------------------
 
-TEMPLATES = ("model/image_preprocess.py.j2", "model/_nvcf_assets.py.j2", "model/classification_postprocess.py.j2",
+TEMPLATES = ("model/image_preprocess.py.j2", "model/_nvcf_assets.py.j2", "model/_request_budget.py.j2", "model/_failure.py.j2", "model/classification_postprocess.py.j2",
              "model/preprocess_README.md.j2")
 RESIZERS = ("pillow", "torch")
 RESIZE_WITH_OPTION = FamilyOption(

@@ -20,7 +20,7 @@ from repo_builder.export.staging import staged_output
 from repo_builder.export.ultralytics_detector import (
     DEFAULT_IMGSZ,
     END_TO_END,
-    TASK,
+    TASKS,
     DetectorOnnx,
     detection_metadata,
     export_ultralytics_checkpoint,
@@ -38,7 +38,7 @@ from repo_builder.pipelines.dali_step import (
 )
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
 from repo_builder.pipelines.model_step import render_model_step
-from repo_builder.pipelines.settings import PipelineSettings, step_names
+from repo_builder.pipelines.settings import PipelineSettings, budget_context, step_names
 from repo_builder.pipelines.steps import python_step_config, render_ensemble
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source, render_text
@@ -61,7 +61,8 @@ OPTIONAL_INPUTS = {
     "classes": ("CLASSES", "int32", [-1]),
     "agnostic": ("AGNOSTIC_NMS", "bool", [1]),
 }
-TEMPLATES = ("model/detection_preprocess.py.j2", "model/_image_header.py.j2", "model/detection_postprocess.py.j2",
+TEMPLATES = ("model/detection_preprocess.py.j2", "model/_image_header.py.j2", "model/_request_budget.py.j2", "model/_failure.py.j2", "model/detection_postprocess.py.j2",
+             "model/_detection_core.py.j2",
              "model/preprocess_README.md.j2")
 
 
@@ -179,7 +180,7 @@ def render_dali_letterbox(inputs: RenderInputs, detection: Mapping[str, Any], mo
     )
 
 
-def _python_letterbox(inputs: RenderInputs, signature: Signature, detection: Mapping[str, Any], names: Mapping[str, str],
+def python_letterbox(inputs: RenderInputs, signature: Signature, detection: Mapping[str, Any], names: Mapping[str, str],
                       model_input: TensorSpec, settings: PipelineSettings) -> RenderedModel:
     """The Python step (default): predict's letterbox, minimal rectangles included."""
     pre_config = python_step_config(
@@ -189,9 +190,12 @@ def _python_letterbox(inputs: RenderInputs, signature: Signature, detection: Map
         comment="Preprocessing: one encoded image (TYPE_STRING [1]) per row -> letterbox as Ultralytics' predict, RGB, /255.",
         instance_count=settings.decode_instance_count,
     )
+    budget = budget_context(settings, settings.decode_instance_count)
     pre_source = render_source(inputs.env, "model/detection_preprocess.py.j2",
-                               {**preprocess_context(signature, detection, names), "max_image_pixels": inputs.settings.max_image_pixels})
-    limits = ctx.limits_readme_context(names["preprocess"], max_image_pixels=inputs.settings.max_image_pixels, decoder="opencv")
+                               {**preprocess_context(signature, detection, names), **budget, "max_image_pixels": inputs.settings.max_image_pixels,
+                                "pixel_bytes": ctx.DECODE_BYTES_PER_PIXEL["opencv"]})
+    limits = ctx.limits_readme_context(names["preprocess"], max_image_pixels=inputs.settings.max_image_pixels, decoder="opencv",
+                                       budget=budget)
     pre = RenderedModel(names["preprocess"], "preprocess", inputs.versions[names["preprocess"]], pre_config,
                         {"model.py": pre_source.encode(),
                          "README.md": render_text(inputs.env, "model/preprocess_README.md.j2", limits).encode()})
@@ -229,7 +233,7 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices, dali: bool
     if dali:
         pre = render_dali_letterbox(inputs, detection, model_input, settings)
     else:
-        pre = _python_letterbox(inputs, signature, detection, names, model_input, settings)
+        pre = python_letterbox(inputs, signature, detection, names, model_input, settings)
     model = render_model_step(inputs.env, inputs.source, settings, inputs.versions[names["model"]], origin)
     raw_tensor = ctx.signature_tensor(raw, signature.batch_axis)
     post_config = python_step_config(
@@ -306,33 +310,36 @@ def head_record(info: DetectorOnnx, params: Mapping[str, Any], options: BuildOpt
     return record
 
 
-def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
-    """--model PATH.pt or --from-onnx PATH.onnx (one of them), checked before anything is staged."""
+def prepare_object_detector(params: Mapping[str, Any], options: BuildOptions, phases: Phases, task: str = "detect") -> FamilyJob:
+    """--model PATH.pt or --from-onnx PATH.onnx (one of them), checked before anything is staged; ``task``:
+    Ultralytics' ("segment" for build instance-segmenter)."""
     choices = detection_choices(params)  # bad thresholds fail now, not after the export
     model, onnx_file = params.get("model"), params.get("from_onnx")
+    command = TASKS[task][1]
     if (model is None) == (onnx_file is None):
-        raise UserError("build object-detector needs exactly one of --model PATH.pt, --from-onnx PATH.onnx or --from-export DIR")
+        raise UserError(f"build {command} needs exactly one of --model PATH.pt, --from-onnx PATH.onnx or --from-export DIR")
     imgsz = params.get("imgsz")
     labels = options.labels
     # The manifest keeps predict's options as built: the reference check passes the same ones to predict.
-    record: dict[str, Any] = {"task": TASK, "imgsz": imgsz if imgsz is not None else DEFAULT_IMGSZ, **asdict(choices)}
+    record: dict[str, Any] = {"task": TASKS[task][0], "imgsz": imgsz if imgsz is not None else DEFAULT_IMGSZ, **asdict(choices)}
     if choices.classes is not None:
         record["classes"] = list(choices.classes)
     if onnx_file is not None:
         onnx_path = Path(onnx_file)
-        info = read_detector_onnx(onnx_path)  # its one-line errors before staging
+        info = read_detector_onnx(onnx_path, task)  # its one-line errors before staging
         record.update(head_record(info, params, options))
 
         def export(folder: Path) -> OnnxArtifact:
-            return write_detector_export(folder, onnx_path, imgsz=imgsz, labels=labels, source={"onnx": str(onnx_path.resolve())})
+            return write_detector_export(folder, onnx_path, imgsz=imgsz, labels=labels, task=task,
+                                         source={"onnx": str(onnx_path.resolve())})
 
         return FamilyJob(export=export, record={**record, "model": str(onnx_path.resolve())}, describe=f"reading {onnx_path.name}")
     checkpoint = Path(str(model))  # not None: exactly one of --model and --from-onnx was checked above
     if not checkpoint.is_file():
-        raise UserError(f"--model {checkpoint}: no such file; pass an Ultralytics detection checkpoint (.pt)")
+        raise UserError(f"--model {checkpoint}: no such file; pass an Ultralytics '{task}' checkpoint (.pt)")
 
     def export_checkpoint(folder: Path) -> OnnxArtifact:
-        return export_ultralytics_checkpoint(folder, checkpoint, imgsz=imgsz, labels=labels, phases=phases)
+        return export_ultralytics_checkpoint(folder, checkpoint, imgsz=imgsz, labels=labels, phases=phases, task=task)
 
     return FamilyJob(export=export_checkpoint, record={**record, "model": str(checkpoint.resolve())},
                      describe=f"exporting {checkpoint.name} with Ultralytics' exporter")
@@ -348,23 +355,23 @@ EXPORT_OPTIONS = (
 )
 
 
-def run_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtifact:
+def run_export(params: Mapping[str, Any], settings: ExportSettings, task: str = "detect") -> OnnxArtifact:
     """An Ultralytics detector (--from-onnx, or a .pt through Ultralytics' exporter): model.onnx, signature.json, labels.txt."""
     model, onnx_file = params.get("model"), params.get("from_onnx")
     if (model is None) == (onnx_file is None):
-        raise UserError("export object-detector needs exactly one of --model PATH.pt or --from-onnx PATH.onnx")
+        raise UserError(f"export {TASKS[task][1]} needs exactly one of --model PATH.pt or --from-onnx PATH.onnx")
     labels = Path(params["labels"]) if params.get("labels") else None
     imgsz = params.get("imgsz")
     if onnx_file is not None:
-        read_detector_onnx(Path(onnx_file))  # its one-line errors before anything is written
+        read_detector_onnx(Path(onnx_file), task)  # its one-line errors before anything is written
     elif not Path(str(model)).is_file():
-        raise UserError(f"--model {model}: no such file; pass an Ultralytics detection checkpoint (.pt)")
+        raise UserError(f"--model {model}: no such file; pass an Ultralytics '{task}' checkpoint (.pt)")
     with staged_output(settings.out) as folder:
         if onnx_file is not None:
-            artifact = write_detector_export(folder, Path(onnx_file), imgsz=imgsz, labels=labels,
+            artifact = write_detector_export(folder, Path(onnx_file), imgsz=imgsz, labels=labels, task=task,
                                              source={"onnx": str(Path(onnx_file).resolve())})
         else:
-            artifact = export_ultralytics_checkpoint(folder, Path(str(model)), imgsz=imgsz, labels=labels)
+            artifact = export_ultralytics_checkpoint(folder, Path(str(model)), imgsz=imgsz, labels=labels, task=task)
     final = settings.out / artifact.onnx_path.name
     return OnnxArtifact(onnx_path=final, signature_path=settings.out / artifact.signature_path.name,
                         signature=artifact.signature, labels=artifact.labels)

@@ -27,6 +27,8 @@ from repo_builder.triton.bench import ModelBench, bench_model, percentile
 from repo_builder.triton.locate import locate_tritonserver
 from repo_builder.triton.server import start_server
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
+from repo_builder.triton_config import read_config_file
+from repo_builder.triton_layout import CONFIG_FILE
 
 Log = Callable[[str], None]
 
@@ -70,7 +72,17 @@ def built_ensemble(repository: Path, ensemble: str | None = None) -> BuiltEnsemb
     model = settings.get("model")
     from_export = bool(settings.get("from_export"))
     return BuiltEnsemble(ensemble, family(command), Path(model) if isinstance(model, str) and not from_export else None,
-                         int(settings.get("max_batch_size", 1)), str(settings.get("runtime", "python")), settings)
+                         served_batch(repository, ensemble, int(settings.get("max_batch_size", 1))),
+                         str(settings.get("runtime", "python")), settings)
+
+
+def served_batch(repository: Path, ensemble: str, recorded: int) -> int:
+    """The most items one request may hold: the ensemble config's own max_batch_size when it is readable (a
+    family may cap it below the build option, e.g. a detector export with a fixed batch axis), else ``recorded``."""
+    config = read_config_file(repository / ensemble / CONFIG_FILE, repository).config
+    if config is None or config.max_batch_size <= 0:
+        return max(recorded, 1)
+    return min(max(recorded, 1), config.max_batch_size)
 
 
 @contextlib.contextmanager
@@ -78,7 +90,7 @@ def served_copy(repository: Path, built: BuiltEnsemble, tritonserver: str | None
     """The folder to serve: the embedded Triton has no ONNX Runtime backend, so an ``onnxruntime`` model step
     is served by the same stand-in ``validate --live`` uses, in a linked copy (the repository is not touched)."""
     names = step_names(built.name)
-    stand_ins = [names["model"]] if built.runtime == "onnxruntime" else []
+    stand_ins = [*dict.fromkeys([names["model"], *called_models(repository, built)])] if built.runtime == "onnxruntime" else []
     # --preprocess onnx: the tokenizer step is an ONNX Runtime model too, whatever the model step's runtime.
     pre_config = repository / names["preprocess"] / "config.pbtxt"
     if pre_config.is_file() and 'platform: "onnxruntime_onnx"' in pre_config.read_text(encoding="utf-8", errors="replace"):
@@ -91,6 +103,21 @@ def served_copy(repository: Path, built: BuiltEnsemble, tritonserver: str | None
         yield staged.path
     finally:
         remove_stage(staged)
+
+
+def called_models(repository: Path, built: BuiltEnsemble) -> tuple[str, ...]:
+    """Model steps of the same build that are no step of the ensemble (a Python step calls them by BLS, e.g. the
+    text-recognizer's detector, classifier and recognizer): loading the ensemble does not load them."""
+    config = read_config_file(repository / built.name / CONFIG_FILE, repository).config
+    steps = {step.model_name for step in config.ensemble_scheduling.step} if config is not None else set()
+    found = []
+    for name, entry in sorted(read_manifest(repository).get("models", {}).items()):
+        versions = entry.get("versions", {}) if isinstance(entry, dict) else {}
+        if name in steps or entry.get("role") != "model" or not versions:
+            continue
+        if versions[max(versions, key=int)].get("settings", {}).get("name") == built.name:
+            found.append(name)
+    return tuple(found)
 
 
 def _checkpoint(built: BuiltEnsemble, model: Path | None) -> Path:
@@ -122,6 +149,8 @@ def check_reference(
     log(f"{built.name}: serving {repository} on the embedded Triton")
     with served_copy(Path(repository), built, tritonserver) as folder, \
             start_server(folder, mode="explicit", tritonserver=tritonserver) as server:
+        for name in called_models(Path(repository), built):
+            server.load(name, timeout=load_timeout)
         server.load(built.name, timeout=load_timeout)
 
         def infer(inputs: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -19,9 +19,11 @@ from repo_builder.export.progress import Phases
 from repo_builder.pipelines import (
     detection_reference,
     image_classification,
+    instance_segmentation,
     object_detection,
     text_classification,
     text_embedding,
+    text_recognition,
     token_classification,
 )
 from repo_builder.pipelines.assemble import BuildOptions, BuildResult, Log, build_pipeline, read_task_export
@@ -106,6 +108,8 @@ FAMILIES: dict[str, Family] = {
             accuracy=metrics.object_detection(),
         ),
         text_embedding.FAMILY,
+        text_recognition.FAMILY,
+        instance_segmentation.FAMILY,
     )
 }
 

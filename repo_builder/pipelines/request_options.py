@@ -18,7 +18,11 @@ from repo_builder.deploy_target import PLATFORMS, STEP_PACKAGES
 from repo_builder.pipelines.option_record import FamilyOption
 from repo_builder.pipelines.runtime import CHOICES
 from repo_builder.precision.gate import DEFAULT_FALLBACK_SHARE, FALLBACKS
-from repo_builder.render.context import DEFAULT_MAX_IMAGE_PIXELS
+from repo_builder.render.context import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_STEP_MEMORY_MIB,
+)
 from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE
 from repo_builder.validate.live_codes import DEFAULT_LOAD_TIMEOUT
 
@@ -98,6 +102,13 @@ BUILD_OPTIONS: tuple[FamilyOption, ...] = (
                  "Image steps: refuse an image whose header declares more pixels (width x height), before decoding it "
                  "(default: Pillow's decompression-bomb warning limit).",
                  default=DEFAULT_MAX_IMAGE_PIXELS, kind="int"),
+    FamilyOption(("--max-request-bytes",), "max_request_bytes",
+                 "Pre/post steps facing clients: refuse a request whose inputs hold more bytes (default: 64 MiB).",
+                 default=DEFAULT_MAX_REQUEST_BYTES, kind="int"),
+    FamilyOption(("--step-memory-mib",), "step_memory_mib",
+                 "Per instance of such a step: admit a batch's requests while their worst-case memory fits this budget, "
+                 "answer the rest 'busy' (UNAVAILABLE) instead of running out of memory (default: 2048).",
+                 default=DEFAULT_STEP_MEMORY_MIB, kind="int"),
 )
 
 

@@ -9,7 +9,12 @@ from pathlib import Path
 
 from repo_builder.errors import UserError
 from repo_builder.nvcf import NvcfAssets
-from repo_builder.render.context import DEFAULT_MAX_IMAGE_PIXELS
+from repo_builder.render.context import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_STEP_MEMORY_MIB,
+    request_budget_context,
+)
 from repo_builder.spec import DEFAULT_MAX_BATCH_SIZE, Signature
 
 RUNTIMES = ("tensorrt", "onnxruntime", "python")
@@ -57,6 +62,8 @@ class PipelineSettings:
     draft_margin: int = 2  # JPEG draft decoding keeps at least this many source pixels per output pixel
     nvcf: NvcfAssets | None = None  # build --nvcf-assets (families whose input is an encoded file)
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS  # image steps refuse more (width x height), read from the header
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # client-facing steps refuse a request whose inputs hold more
+    step_memory_mib: int = DEFAULT_STEP_MEMORY_MIB  # per instance of such a step: the worst cases one execution admits
 
     def __post_init__(self) -> None:
         # The one place --max-batch-size, --name and --top-k are checked (the CLI relies on it).
@@ -72,6 +79,16 @@ class PipelineSettings:
                 raise UserError(f"--step-instances must be >= 1, got {count}")
         if isinstance(self.max_image_pixels, bool) or self.max_image_pixels < 1:
             raise UserError(f"--max-image-pixels must be >= 1, got {self.max_image_pixels}")
+        for flag, value in (("--max-request-bytes", self.max_request_bytes), ("--step-memory-mib", self.step_memory_mib)):
+            if isinstance(value, bool) or value < 1:
+                raise UserError(f"{flag} must be >= 1, got {value}")
+
+
+def budget_context(settings: PipelineSettings, instances: int | None = None) -> dict[str, object]:
+    """The request byte cap and memory budget a client-facing Python step is rendered with (model.py and README);
+    ``instances``: that step's instance count (default: the pre/post steps')."""
+    count = settings.step_instance_count if instances is None else instances
+    return request_budget_context(settings.max_request_bytes, settings.step_memory_mib, settings.max_batch_size, count)
 
 
 @dataclass(frozen=True)

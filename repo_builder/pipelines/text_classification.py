@@ -19,7 +19,7 @@ from repo_builder.pipelines.classification import (
     render_classification_pipeline,
 )
 from repo_builder.pipelines.family import ExportSettings, FamilyExport, FamilyJob, FamilyOption, RenderInputs
-from repo_builder.pipelines.settings import ModelSource, PipelineSettings, step_names
+from repo_builder.pipelines.settings import ModelSource, PipelineSettings, budget_context, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.pipelines.text_tokenizer_onnx import OPTIONS as PREPROCESS_OPTIONS
 from repo_builder.pipelines.text_tokenizer_onnx import (
@@ -71,8 +71,9 @@ def render_text_pipeline(
     if onnx_inputs is not None:
         pre_model = render_tokenizer_step(onnx_inputs, sig.inputs, int(pre["max_length"]), tokenizer_dir, TEXT_INPUT)
     else:
-        files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre).encode()}
-        limits = ctx.limits_readme_context(names["preprocess"], max_length=int(pre["max_length"]))
+        budget = budget_context(settings)
+        files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", {**pre, **budget}).encode()}
+        limits = ctx.limits_readme_context(names["preprocess"], max_length=int(pre["max_length"]), budget=budget)
         files["README.md"] = render_text(env, "model/preprocess_README.md.j2", limits).encode()
         files.update(tokenizer_files(tokenizer_dir))
         pre_model = render_preprocess_step(
@@ -101,7 +102,7 @@ def render_text_pipeline(
 
 # --- the family record's parts (pipelines/registry.py) ----------------------------------------------------
 
-TEMPLATES = ("model/text_preprocess.py.j2", "model/_text_bounds.py.j2", "model/classification_postprocess.py.j2",
+TEMPLATES = ("model/text_preprocess.py.j2", "model/_text_bounds.py.j2", "model/_request_budget.py.j2", "model/_failure.py.j2", "model/classification_postprocess.py.j2",
              "model/preprocess_README.md.j2")
 TEXT_CLASSIFIER_OPTIONS = (
     FamilyOption(("--model",), "model", "Hugging Face sequence-classification model folder (config, weights, tokenizer).", kind="path"),

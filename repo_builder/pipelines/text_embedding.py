@@ -29,7 +29,7 @@ from repo_builder.pipelines.family import (
     ReferenceRun,
     RenderInputs,
 )
-from repo_builder.pipelines.settings import step_names
+from repo_builder.pipelines.settings import budget_context, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, render_preprocess_step
 from repo_builder.pipelines.text_classification import export_tokenizer_dir, tokenizer_files
 from repo_builder.pipelines.text_tokenizer_onnx import OPTIONS as PREPROCESS_OPTIONS
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 TEXT_INPUT = "TEXT"
 EMBEDDING_OUTPUT = "EMBEDDING"
-TEMPLATES = ("model/text_preprocess.py.j2", "model/_text_bounds.py.j2", "model/preprocess_README.md.j2")
+TEMPLATES = ("model/text_preprocess.py.j2", "model/_text_bounds.py.j2", "model/_request_budget.py.j2", "model/_failure.py.j2", "model/preprocess_README.md.j2")
 # Served vs SentenceTransformer.encode, per vector (issue 19); fp16 output rounds each value to ~1e-3.
 MIN_COSINE = 0.9999
 MAX_ABS_DIFF = {"fp32": 1e-4, "fp16": 2e-3}
@@ -139,8 +139,9 @@ def render(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
     if wants_onnx(inputs.params):  # --preprocess onnx: the tokenizer as an ONNX Runtime step
         pre = render_tokenizer_step(inputs, sig.inputs, int(pre_context["max_length"]), export_tokenizer_dir(inputs.artifact), TEXT_INPUT)
     else:
-        files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", pre_context).encode()}
-        limits = ctx.limits_readme_context(names["preprocess"], max_length=int(pre_context["max_length"]))
+        budget = budget_context(settings)
+        files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/text_preprocess.py.j2", {**pre_context, **budget}).encode()}
+        limits = ctx.limits_readme_context(names["preprocess"], max_length=int(pre_context["max_length"]), budget=budget)
         files["README.md"] = render_text(env, "model/preprocess_README.md.j2", limits).encode()
         files.update(tokenizer_files(export_tokenizer_dir(inputs.artifact)))
         pre = render_preprocess_step(

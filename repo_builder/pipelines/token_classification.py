@@ -33,7 +33,7 @@ from repo_builder.pipelines.family import (
     ReferenceRun,
     RenderInputs,
 )
-from repo_builder.pipelines.settings import PipelineSettings, step_names
+from repo_builder.pipelines.settings import PipelineSettings, budget_context, step_names
 from repo_builder.pipelines.steps import preprocess_metadata, python_step_config, render_preprocess_step
 from repo_builder.pipelines.token_reference import (
     check_entities,
@@ -61,7 +61,7 @@ POST_INPUT_IDS = "INPUT_IDS"
 SETTINGS_FILE = "entities.json"
 AGGREGATIONS = ("none", "simple", "first", "average", "max")
 LONG_TEXTS = ("refuse", "truncate")
-TEMPLATES = ("model/token_preprocess.py.j2", "model/_text_bounds.py.j2", "model/token_postprocess.py.j2", "model/token_entities.py.j2",
+TEMPLATES = ("model/token_preprocess.py.j2", "model/_text_bounds.py.j2", "model/_request_budget.py.j2", "model/_failure.py.j2", "model/token_postprocess.py.j2", "model/token_entities.py.j2",
              "model/preprocess_README.md.j2")
 
 
@@ -132,8 +132,10 @@ def _preprocess_step(
     names = step_names(settings.name)
     base = ctx.text_preprocess_context(names["preprocess"], names["model"], sig.inputs, preprocess, origin)
     context = {**base, "long_texts": choices.long_texts, "offsets_name": OFFSETS, "special_name": SPECIAL_TOKENS_MASK, "texts_name": TEXTS}
-    files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/token_preprocess.py.j2", context).encode()}
-    limits = ctx.limits_readme_context(names["preprocess"], max_length=int(base["max_length"]), long_texts=choices.long_texts)
+    budget = budget_context(settings)
+    files: dict[str, Path | bytes] = {"model.py": render_source(env, "model/token_preprocess.py.j2", {**context, **budget}).encode()}
+    limits = ctx.limits_readme_context(names["preprocess"], max_length=int(base["max_length"]), long_texts=choices.long_texts,
+                                       budget=budget, byte_copies=6)
     files["README.md"] = render_text(env, "model/preprocess_README.md.j2", limits).encode()
     files.update(tokenizer_files)
     return render_preprocess_step(

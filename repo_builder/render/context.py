@@ -21,6 +21,16 @@ DEFAULT_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3
 # A text step reads at most max_length * this many bytes of a text before it knows the tokens truncation keeps
 # (templates/model/_text_bounds.py.j2): generous, English takes about 5 bytes per token and CJK 3.
 TEXT_BYTES_PER_TOKEN = 64
+# Every client-facing Python step refuses a request whose inputs hold more bytes (build --max-request-bytes), and admits
+# requests into one execution only while their worst-case memory fits a per-instance budget (build --step-memory-mib;
+# templates/model/_request_budget.py.j2, docs/security.md).
+DEFAULT_MAX_REQUEST_BYTES = 64 * 2**20
+DEFAULT_STEP_MEMORY_MIB = 2048
+# Worst-case bytes per declared pixel while an image is decoded and converted, per decoder: Pillow's 16-bit grey path
+# (2-byte frame, shifted copy, 8-bit grey, RGB), OpenCV's 16-bit PNG (6-byte frame, then 8-bit BGR).
+DECODE_BYTES_PER_PIXEL = {"pillow": 11, "opencv": 9}
+# Worst-case bytes per byte a text step tokenizes (Encodings with offsets and words; ~190 measured on a 10 MB text).
+TOKENIZE_BYTES_PER_BYTE = 256
 
 
 def preferred_batch_sizes(max_batch_size: int) -> tuple[int, ...]:
@@ -221,6 +231,7 @@ def image_preprocess_context(
         "draft_margin": draft_margin,
         "resize_with": resize_with,
         "max_image_pixels": max_image_pixels,
+        "pixel_bytes": DECODE_BYTES_PER_PIXEL["pillow"],
     }
 
 
@@ -258,18 +269,29 @@ def text_preprocess_context(
     }
 
 
+def request_budget_context(max_request_bytes: int, step_memory_mib: int, max_batch_size: int, instances: int) -> dict[str, Any]:
+    """What model/_request_budget.py.j2 and a step's README need: the request byte cap, the per-instance memory
+    budget in bytes, and (README only) the batch size and the step's instance count."""
+    return {"max_request_bytes": max_request_bytes, "step_memory_budget": step_memory_mib * 2**20,
+            "max_batch_size": max_batch_size, "step_instances": instances, "tokenize_bytes": TOKENIZE_BYTES_PER_BYTE}
+
+
 def limits_readme_context(
     name: str, *, max_image_pixels: int | None = None, decoder: str = "pillow", max_length: int | None = None,
-    long_texts: str = "truncate",
+    long_texts: str = "truncate", budget: Mapping[str, Any] | None = None, byte_copies: int = 3,
 ) -> dict[str, Any]:
     """The preprocessing step's README.md (model/preprocess_README.md.j2): an image step's limits when
-    ``max_image_pixels`` is given (``decoder``: pillow | opencv), else a text step's for ``max_length`` tokens."""
+    ``max_image_pixels`` is given (``decoder``: pillow | opencv), else a text step's for ``max_length`` tokens;
+    ``budget``: request_budget_context's (its defaults when None); ``byte_copies``: how many copies of a request's
+    bytes the text step holds (the token step passes its texts on: 6)."""
+    limits = dict(budget) if budget is not None else request_budget_context(DEFAULT_MAX_REQUEST_BYTES, DEFAULT_STEP_MEMORY_MIB, 1, 1)
     if max_image_pixels is not None:
-        return {"name": name, "kind": "image", "max_image_pixels": max_image_pixels, "decoder": decoder}
+        return {**limits, "name": name, "kind": "image", "max_image_pixels": max_image_pixels, "decoder": decoder,
+                "pixel_bytes": DECODE_BYTES_PER_PIXEL[decoder]}
     if max_length is None:
         raise ValueError("limits_readme_context needs max_image_pixels or max_length")  # a caller's bug
-    return {"name": name, "kind": "text", "max_length": max_length, "text_bytes": max_length * TEXT_BYTES_PER_TOKEN,
-            "long_texts": long_texts}
+    return {**limits, "name": name, "kind": "text", "max_length": max_length, "text_bytes": max_length * TEXT_BYTES_PER_TOKEN,
+            "long_texts": long_texts, "byte_copies": byte_copies}
 
 
 def onnx_python_model_context(name: str, signature: Signature) -> dict[str, Any]:

@@ -124,6 +124,20 @@ def _segments(rules: list[Rule]) -> tuple[Segment, ...]:
     return tuple((gate, tuple(segment)) for gate, segment in out)
 
 
+Plan = tuple[Segment, ...]
+
+
+def config_sections(model: ModelEntry) -> frozenset[str] | None:
+    """The top-level fields the model's parsed config sets (None without one: then every rule runs)."""
+    cfg = model.config
+    return None if cfg is None else frozenset(f.name for f, _ in cfg.ListFields())
+
+
+def section_open(rule: Rule, sections: frozenset[str] | None) -> bool:
+    """Whether a rule can find anything in a config setting ``sections`` (its declared ``Rule.sections``)."""
+    return not rule.sections or sections is None or not rule.sections.isdisjoint(sections)
+
+
 def check_repository(repository: Repository, options: ValidateOptions | None = None, rules: tuple[Rule, ...] | None = None) -> Report:
     """Judge a scanned repository: the repository as a whole, then members, then ensembles, which see
     their members' verdicts."""
@@ -138,15 +152,22 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     ]
     # About 55 rules per model and most find nothing: the loop stays lean, a Diagnostic is built only
     # for an actual finding.
-    every = _segments([r for r in rules if not r.repository_level])
-    plain = _segments([r for r in rules if not r.repository_level and not r.ensemble_only])
+    every = [r for r in rules if not r.repository_level]
+    plain = [r for r in every if not r.ensemble_only]
+    # Most models set few of the config's sections: the rules a model's sections leave open, planned once
+    # per distinct set (a repository has a handful), skip the rest without a call.
+    plans: dict[tuple[bool, frozenset[str] | None], Plan] = {}
     # A folder that is not a repository (a model folder, an export): its subfolders are no models, and
     # judging them would only bury the one diagnostic that says what to pass instead.
     wrong_folder = any(d.severity == Severity.ERROR for d in diagnostics)
     for model in () if wrong_folder else judging_order(repository):
         found: list[Diagnostic] = []
         gates: dict[Gate, bool] = {}  # each family's gate, asked once for this model
-        for gate, segment in every if model.is_ensemble else plain:
+        key = (model.is_ensemble, config_sections(model))
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = _segments([r for r in (every if key[0] else plain) if section_open(r, key[1])])
+        for gate, segment in plan:
             if gate is not None:
                 open_ = gates.get(gate)
                 if open_ is None:

@@ -5,7 +5,6 @@ a prefix of one, or a name), so a mistyped entry is a usage error rather than a 
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import cache
 
@@ -28,6 +27,8 @@ class KnownCodes:
 
     def nearest(self, pattern: str) -> str | None:
         """The known code or name closest to ``pattern`` (difflib), or None when nothing is close."""
+        import difflib  # stdlib, imported on use: only a mistyped code needs it
+
         candidates = self.codes if pattern[:2].upper() == "RB" else self.names + self.codes
         found = difflib.get_close_matches(pattern.upper() if candidates is self.codes else pattern, candidates, n=1, cutoff=0.5)
         return found[0] if found else None

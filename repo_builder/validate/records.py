@@ -242,6 +242,10 @@ class Rule:
     ensemble_only: bool = False  # run after every non-ensemble model has been judged
     field: str | None = None  # the config.pbtxt field its findings point at (their line and column)
     repository_level: bool = False  # ``check`` is a RepositoryCheckFn, run once per repository
+    # Top-level ModelConfig fields the rule can find anything without (empty: none, always run). The engine
+    # skips the rule for a parsed config that sets none of them (protobuf's ListFields: a message field
+    # written at all, a non-empty list or map); every such rule returns at once when they are all absent.
+    sections: frozenset[str] = frozenset()
 
 
 RepositoryCheckFn = Callable[[RuleContext], Iterable[Finding]]
@@ -254,13 +258,15 @@ def rule(
     *,
     ensemble_only: bool = False,
     field: str | None = None,
+    sections: tuple[str, ...] = (),
 ) -> Callable[[CheckFn], Rule]:
     """Decorator turning a check function into a ``Rule``; the function's docstring is its documentation."""
 
     def wrap(fn: CheckFn) -> Rule:
         if not fn.__doc__:
             raise TypeError(f"rule {code} ({name}) needs a docstring: it is the rule's documentation")
-        return Rule(code, name, severity, fn, inspect.cleandoc(fn.__doc__), ensemble_only, field)
+        doc = inspect.cleandoc(fn.__doc__)
+        return Rule(code, name, severity, fn, doc, ensemble_only, field, sections=frozenset(sections))
 
     return wrap
 

@@ -1,4 +1,5 @@
-"""One resnet50 repository built with --nvcf-assets for the whole folder (the build is the slow part)."""
+"""Repositories built once for the whole folder (the build is the slow part): one resnet50 built with --nvcf-assets,
+and the Python steps' repository that test_hostile_requests.py and test_request_budget.py share."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.nvcf_helpers import IMAGES, build_asset_repository, make_image
+from support.step_repository import build_step_repository
 
 
 @dataclass(frozen=True)
@@ -28,3 +30,9 @@ def asset_repository(tmp_path_factory: pytest.TempPathFactory) -> AssetRepositor
         (folder / name).write_bytes(data)
     build_asset_repository(base / "repo", root)
     return AssetRepository(base / "repo", root, folder, images)
+
+
+@pytest.fixture(scope="session")
+def step_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """support.step_repository.STEP_MODELS, built once; never changed (copy it with linked_copy to edit it)."""
+    return build_step_repository(tmp_path_factory)

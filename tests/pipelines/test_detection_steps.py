@@ -68,7 +68,8 @@ def test_detection_preprocess_equals_ultralytics_preprocess_when_sizes_vary(tmp_
 
     pre = load_preprocess(tmp_path, imgsz=320)
     rng = np.random.default_rng(3)
-    for width, height in [(640, 480), (1920, 1080), (17, 23), (4, 300), (321, 320), (320, 320)]:
+    # 960x540, 1600x900, 2240x2240: odd integer factors (3, 5, 7), which the step reads as a strided view, no resize.
+    for width, height in [(640, 480), (1920, 1080), (17, 23), (4, 300), (321, 320), (320, 320), (960, 540), (1600, 900), (2240, 2240)]:
         image = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
         image = cv2.GaussianBlur(image, (5, 5), 0)
         boxed = LetterBox(320, auto=auto, stride=32)(image=image)

@@ -1,7 +1,8 @@
 """Hostile requests to served pipelines (issue 40): decompression bombs, a lying header, 16-bit grey, 10 MB texts.
 
-One repository holds an image classifier (random weights), the tiny detector, the tiny text classifier and the tiny
-token classifier (refuse and truncate); one embedded Triton serves them all. Each case asserts the error or the answer, that it came fast,
+The folder's shared repository of Python steps (support.step_repository, built once per session) holds an image
+classifier (random weights), the tiny detector, the tiny text classifier and the tiny token classifier (refuse and
+truncate); one embedded Triton serves them all. Each case asserts the error or the answer, that it came fast,
 that every model is still READY, that no process of the server grew to what decoding a bomb takes, and that the
 next good request gets exactly the answer it got before.
 """
@@ -11,16 +12,14 @@ from __future__ import annotations
 import io
 import struct
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from support.detection_fixtures import IMGSZ, shared_tiny_detector
+from support.step_repository import server_peak_rss, zeros_png
 
-from repo_builder.cli.main import main
 from repo_builder.render.context import DEFAULT_MAX_IMAGE_PIXELS
 
 pytest.importorskip("ultralytics", reason="needs-ultralytics: the tiny detector is built with Ultralytics (detect extra)")
@@ -34,32 +33,10 @@ BOMB_SIDE = 30000
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from repo_builder.export.tiny_models import make_tiny_text_classifier
-    from repo_builder.export.tiny_token_classifier import make_tiny_token_classifier
-
-    out = tmp_path_factory.mktemp("hostile-repo")
-    common = ["--runtime", "python", "--out", str(out), "-q"]
-    assert main(["build", "image-classifier", "--model", "torchvision:mobilenet_v3_small", "--weights", "random", "--name", "cls",
-                 "--no-parity", *common]) == 0
-    onnx_path = shared_tiny_detector(tmp_path_factory.getbasetemp())[1]
-    assert main(["build", "object-detector", "--from-onnx", str(onnx_path), "--imgsz", str(IMGSZ), "--name", "det", *common]) == 0
-    text = make_tiny_text_classifier(tmp_path_factory.mktemp("tiny-text") / "text")
-    assert main(["build", "text-classifier", "--model", str(text), "--name", "txt", *common]) == 0
-    export = tmp_path_factory.mktemp("ner-export") / "out"
-    ner = make_tiny_token_classifier(tmp_path_factory.mktemp("tiny-ner") / "ner")
-    assert main(["export", "token-classifier", "--model", str(ner), "--out", str(export), "-q"]) == 0
-    assert main(["build", "token-classifier", "--from-export", str(export), "--name", "ner", *common]) == 0
-    assert main(["build", "token-classifier", "--from-export", str(export), "--name", "ner_truncate", "--long-texts", "truncate",
-                 *common]) == 0
-    return out
-
-
-@pytest.fixture(scope="module")
-def server(repo: Path) -> Iterator[Any]:
+def server(step_repository: Path) -> Iterator[Any]:
     from repo_builder.triton import start_server
 
-    with start_server(repo, mode="explicit") as running:
+    with start_server(step_repository, mode="explicit") as running:
         for name in IMAGE_MODELS + TEXT_MODELS:
             running.load(name)
         yield running
@@ -98,22 +75,6 @@ def good_request(name: str) -> list[bytes]:
     return [encoded(photo(), "JPEG")]
 
 
-def zeros_png(side: int) -> bytes:
-    """A valid side x side grey PNG of zeros, about 0.9 MB: one deflate block sequence repeated (Z_FULL_FLUSH resets the
-    compressor, so every 1000 rows compress alike), never the 900 MB of pixels in this process."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    rows = 1000
-    assert side % rows == 0
-    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
-    block = compressor.compress(b"\0" * ((side + 1) * rows)) + compressor.flush(zlib.Z_FULL_FLUSH)
-    size = (side + 1) * side
-    stream = b"\x78\xda" + block * (side // rows) + compressor.flush() + struct.pack(">I", ((size % 65521) << 16) | 1)
-    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
-
-
 def lying_jpeg(side: int) -> bytes:
     """A 16 x 16 JPEG whose frame header claims side x side."""
     data = bytearray(encoded(photo(16, 16), "JPEG"))
@@ -126,26 +87,6 @@ def grey16() -> tuple[bytes, bytes]:
     """A 16-bit grey PNG (Pillow mode I;16) spanning 0..65535, and the same picture in 8 bits (value >> 8)."""
     values = (np.mgrid[0:240, 0:320].sum(axis=0) * 65535 // (239 + 319)).astype(np.uint16)
     return encoded(values), encoded((values >> 8).astype(np.uint8))
-
-
-def server_peak_rss(server: Any) -> int:
-    """The largest peak resident size (VmHWM) of tritonserver and its children (the Python stubs)."""
-    pids = {server.pid}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == server.pid:
-            pids.add(int(stat.parent.name))
-    peaks = []
-    for pid in pids:
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        peaks += [int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")]
-    return max(peaks)
 
 
 def refused(server: Any, name: str, items: list[bytes]) -> tuple[str, float]:
@@ -172,7 +113,7 @@ def assert_unharmed(server: Any, baseline: dict[str, dict[str, np.ndarray]]) -> 
 @pytest.mark.parametrize("case", ["zeros-png", "lying-jpeg"])
 def test_image_step_refuses_before_decoding_when_header_declares_30000x30000(server: Any, baseline: dict[str, Any], model: str,
                                                                               case: str) -> None:
-    bomb = zeros_png(BOMB_SIDE) if case == "zeros-png" else lying_jpeg(BOMB_SIDE)
+    bomb = zeros_png(BOMB_SIDE, BOMB_SIDE) if case == "zeros-png" else lying_jpeg(BOMB_SIDE)
     assert len(bomb) < 2**20  # a small file that declares 900 megapixels
     message, seconds = refused(server, model, [good_request(model)[0], bomb])
     assert "image 1 of this request" in message and f"limit of {DEFAULT_MAX_IMAGE_PIXELS} pixels" in message, message

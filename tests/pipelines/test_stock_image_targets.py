@@ -72,21 +72,41 @@ def _object_detector(base: Path) -> list[str]:
     return ["object-detector", "--from-onnx", str(onnx_path)]
 
 
+def _instance_segmenter(base: Path) -> list[str]:
+    pytest.importorskip("ultralytics")
+    from support.detection_fixtures import IMGSZ, build_tiny_checkpoint
+    from ultralytics import YOLO
+
+    onnx_path = base / "tiny-seg" / "seg.onnx"
+    if not onnx_path.is_file():
+        checkpoint = build_tiny_checkpoint(base / "tiny-seg", yaml="yolov8n-seg.yaml")
+        exported = YOLO(str(checkpoint), task="segment").export(format="onnx", imgsz=IMGSZ, dynamic=True, verbose=False)
+        Path(exported).replace(onnx_path)
+    return ["instance-segmenter", "--from-onnx", str(onnx_path)]
+
+
+def _text_recognizer(base: Path) -> list[str]:
+    pytest.importorskip("rapidocr_onnxruntime", reason="needs-rapidocr: the PP-OCR models come from its wheel (test extra)")
+    return ["text-recognizer", "--from-rapidocr"]
+
+
 FAMILIES: dict[str, Callable[[Path], list[str]]] = {
     "resnet50": _resnet50,
     "text-classifier": _text_classifier,
     "text-embedder": _text_embedder,
     "token-classifier": _token_classifier,
     "object-detector": _object_detector,
+    "instance-segmenter": _instance_segmenter,
+    "text-recognizer": _text_recognizer,
 }
 NEGATIVE = {"resnet50", "token-classifier"}  # proven to fail without what they ship (Pillow; tokenizers in two steps)
 # CI runs each kind of step once (Pillow, tokenizers before and after the model, tokenizers with no postprocess,
-# OpenCV) on 24.12 and one family on 3.10's 24.05; REPO_BUILDER_STOCK_MATRIX=full runs every family on both, as
+# OpenCV, OCR's Pillow + OpenCV + pyclipper step calling three models) on 24.12 and one family on 3.10's 24.05; REPO_BUILDER_STOCK_MATRIX=full runs every family on both, as
 # scripts/bench/stock_image.py does for BENCHMARKS.md.
 FULL = os.environ.get("REPO_BUILDER_STOCK_MATRIX") == "full"
 MATRIX = [(r, f) for r in ("24.12", "24.05") for f in FAMILIES] if FULL else [
     ("24.12", "resnet50"), ("24.12", "token-classifier"), ("24.12", "text-embedder"), ("24.12", "object-detector"),
-    ("24.05", "resnet50"),
+    ("24.12", "text-recognizer"), ("24.05", "resnet50"),
 ]
 
 

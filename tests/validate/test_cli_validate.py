@@ -261,6 +261,9 @@ assert rc == 0, rc
 assert "grpc" not in sys.modules, "validate imported grpc"
 heavy = ("numpy", "onnx", "jinja2", "torch", "rich", "repo_builder.compile")
 assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]
+# start-up: subprocess only for a model.py too deep to parse (RB407's child), difflib only for a mistyped code
+on_use = ("subprocess", "difflib")
+assert not [m for m in on_use if m in sys.modules], [m for m in on_use if m in sys.modules]
 from tritonclient.grpc import model_config_pb2  # still the cheap module
 assert "grpc" not in sys.modules
 import tritonclient.grpc as client  # any other use runs the real package

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
-import subprocess
 import sys
 from functools import lru_cache
 
@@ -72,6 +70,9 @@ def _version() -> str:
 def _run_child(source: bytes, filename: str) -> dict[str, object]:
     """The child's answer: ``{"ok": True}``, ``{"error": ..., "message": ..., "line": ...}``, or
     ``{"undecided": why}`` when the limits stopped it first."""
+    import signal  # stdlib, imported on use: only a model.py too deep to parse pays for the child
+    import subprocess
+
     argv = [sys.executable, "-I", "-S", "-c", _CHILD, str(COMPILE_MEMORY_BYTES), str(COMPILE_SECONDS), filename]
     try:
         done = subprocess.run(argv, input=source, capture_output=True, timeout=COMPILE_SECONDS, env={}, cwd="/", check=False)

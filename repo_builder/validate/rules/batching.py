@@ -32,7 +32,7 @@ def check_max_batch_size(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
         yield Finding(f"'max_batch_size' must be non-negative value for {config_name(model)}")
 
 
-@rule("RB302", "dynamic-batching-sizes", field="dynamic_batching")
+@rule("RB302", "dynamic-batching-sizes", field="dynamic_batching", sections=("dynamic_batching",))
 def check_dynamic_batching_sizes(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Dynamic batching's `preferred_batch_size` values are positive and at most `max_batch_size`.
 
@@ -76,7 +76,7 @@ def check_dynamic_batching_sizes(model: ModelEntry, ctx: RuleContext) -> Iterabl
         )
 
 
-@rule("RB303", "dynamic-batching-queues", field="dynamic_batching")
+@rule("RB303", "dynamic-batching-queues", field="dynamic_batching", sections=("dynamic_batching",))
 def check_dynamic_batching_queues(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Priority levels and queue policies of dynamic batching are consistent.
 
@@ -117,7 +117,7 @@ def check_dynamic_batching_queues(model: ModelEntry, ctx: RuleContext) -> Iterab
             yield placed(found, text, "dynamic_batching", *delayed[0], "timeout_action")
 
 
-@rule("RB309", "response-cache-decoupled", field="response_cache")
+@rule("RB309", "response-cache-decoupled", field="response_cache", sections=("response_cache",))
 def check_response_cache(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """The response cache cannot serve decoupled models.
 

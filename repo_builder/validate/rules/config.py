@@ -36,7 +36,7 @@ def check_config_parses(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding
 
 
 
-@rule("RB209", "model-metrics", field="model_metrics")
+@rule("RB209", "model-metrics", field="model_metrics", sections=("model_metrics",))
 def check_model_metrics(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Per-model metric settings (`model_metrics`) are complete.
 

@@ -29,7 +29,7 @@ from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, rule
 
 
-@rule("RB501", "ensemble-scheduling-platform", field="ensemble_scheduling")
+@rule("RB501", "ensemble-scheduling-platform", field="ensemble_scheduling", sections=("ensemble_scheduling",))
 def check_scheduling_platform(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Only a model with `platform: "ensemble"` may have `ensemble_scheduling`.
 

@@ -193,7 +193,7 @@ def check_duplicate_names(model: ModelEntry, ctx: RuleContext) -> Iterable[Findi
             seen.add(io.name)
 
 
-@rule("RB206", "batch-input-output", field="batch_input")
+@rule("RB206", "batch-input-output", field="batch_input", sections=("batch_input", "batch_output"))
 def check_batch_io(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """`batch_input` / `batch_output` entries name known tensors with the right number of sources.
 
@@ -243,7 +243,7 @@ def _batch_output_problems(b: BatchOutput, kind: str, inputs: set[str], outputs:
         targets.add(target)
 
 
-@rule("RB207", "label-files", field="label_filename")
+@rule("RB207", "label-files", field="label_filename", sections=("output",))
 def check_label_files(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Each output's `label_filename` exists inside the model folder (beside config.pbtxt).
 

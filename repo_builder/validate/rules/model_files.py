@@ -155,7 +155,7 @@ def check_model_file_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
         yield _missing_file_finding(model, v, number, names, cast(str, reasons[0]), resolved)  # no None: any() above
 
 
-@rule("RB406", "cc-model-filenames-invalid", field="cc_model_filenames")
+@rule("RB406", "cc-model-filenames-invalid", field="cc_model_filenames", sections=("cc_model_filenames",))
 def check_cc_model_filenames(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """``cc_model_filenames`` keys must be compute capabilities and their files must exist (non-TensorRT).
 

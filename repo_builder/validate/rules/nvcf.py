@@ -8,7 +8,7 @@ from repo_builder.validate.analysis.nvcf import FORWARD_PATTERN, asset_input, un
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
 
-@rule("RB801", "nvcf-headers-forwarded", Severity.WARNING, field="parameters")
+@rule("RB801", "nvcf-headers-forwarded", Severity.WARNING, field="parameters", sections=("parameters",))
 def check_nvcf_headers_forwarded(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A step that reads NVCF assets runs on a server that forwards the NVCF headers to it.
 

@@ -287,7 +287,7 @@ def _model_directory_path(value: str, model: ModelEntry) -> Finding | None:
                    "model folder; the stub fails to start", hint=_ENV_HINT)
 
 
-@rule("RB423", "python-execution-env-path", field="parameters")
+@rule("RB423", "python-execution-env-path", field="parameters", sections=("parameters",))
 def check_python_execution_env_path(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A Python step's ``EXECUTION_ENV_PATH`` names an environment the server does not have.
 

@@ -83,7 +83,7 @@ def _control_value_problem(c: ModelSequenceBatching.Control, kind: int, name: st
     return None
 
 
-@rule("RB304", "sequence-batching-controls", field="sequence_batching")
+@rule("RB304", "sequence-batching-controls", field="sequence_batching", sections=("sequence_batching",))
 def check_sequence_controls(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Sequence batching's control tensors and strategy settings are well formed.
 
@@ -124,7 +124,7 @@ def check_sequence_controls(model: ModelEntry, ctx: RuleContext) -> Iterable[Fin
         yield placed(found, text, "sequence_batching", "direct", "minimum_slot_utilization")
 
 
-@rule("RB305", "sequence-batching-state", field="sequence_batching")
+@rule("RB305", "sequence-batching-state", field="sequence_batching", sections=("sequence_batching",))
 def check_sequence_state(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Implicit sequence state (`sequence_batching.state`) and its `initial_state` are consistent.
 

@@ -36,7 +36,7 @@ def _warmup_file_size(model: ModelEntry, warmup_dir: VersionDir | None, filename
 
 
 
-@rule("RB208", "model-warmup", field="model_warmup")
+@rule("RB208", "model-warmup", field="model_warmup", sections=("model_warmup",))
 def check_model_warmup(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """`model_warmup` samples Triton can build and run when the model loads.
 

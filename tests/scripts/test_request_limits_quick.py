@@ -1,0 +1,31 @@
+"""scripts/bench/request_limits.py --quick runs end to end (CI checks that the benchmark runs and measures, not the figures)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "request_limits.py"
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_request_limits_benchmark_measures_baseline_and_worst_per_family_when_quick(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--workdir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["machine"] == {"quick": True, "rounds": 1}
+    assert set(results["families"]) == {"txt", "cls"}
+    for row in results["families"].values():
+        for case in ("baseline", "worst"):
+            # Peaks read back from the live server: the step's own stub is found, and is one of several processes.
+            assert row[case]["sum_mib"] > row[case]["step_peak_mib"] >= row[case]["step_after_mib"] > 10, row
+            assert row[case]["seconds"] > 0
+    assert results["families"]["txt"]["worst_items"] == 8 and results["families"]["txt"]["worst_request_bytes"] == 800_000
+    assert "| text-classifier | 8 items" in done.stdout
