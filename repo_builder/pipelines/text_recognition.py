@@ -4,18 +4,22 @@
 The served pipeline: the ensemble clients call -> one Python step (``NAME_preprocess``, model/ocr_pipeline.py.j2)
 that decodes, runs RapidOCR's pre and post processing, and calls the detector (``NAME_model``, the generic
 model step), the angle classifier (``NAME_cls_model``) and the recognizer (``NAME_rec_model``) by BLS, per
-image. All three models are ONNX Runtime models rendered by the generic model step. Why BLS and not an
+image. All three models are rendered by the generic model step: ONNX Runtime, or TensorRT plans left pending
+(``--defer-compile``) with profiles derived from the sizes the step sends (``tensorrt_profiles``). Why BLS and not an
 ensemble of the models: docs/new-family.md ("text-recognizer"). RapidOCR itself is needed only by the
 reference check and ``--from-rapidocr`` (its wheel ships the models); the repository never imports it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from repo_builder.compile import defer_plan
+from repo_builder.compile_recipe import RECIPE_FILE, read_recipe
 from repo_builder.errors import UserError
 from repo_builder.export.staging import staged_output
 from repo_builder.export.text_recognizer import (
@@ -43,7 +47,7 @@ from repo_builder.pipelines.steps import python_step_config
 from repo_builder.render import context as ctx
 from repo_builder.render.render import render_source, render_text
 from repo_builder.render.rendered import RenderedModel
-from repo_builder.spec import OnnxArtifact
+from repo_builder.spec import OnnxArtifact, Profile, Signature, write_signature
 
 if TYPE_CHECKING:
     from repo_builder.export.progress import Phases
@@ -90,20 +94,77 @@ def chosen_models(params: Mapping[str, Any]) -> OcrModels:
                      dictionary=Path(paths["dict"]) if paths["dict"] is not None else None)
 
 
-def check_runtime(settings: PipelineSettings) -> None:
-    if settings.runtime == "tensorrt":
-        raise UserError("build text-recognizer serves its three models on ONNX Runtime; pass --runtime onnxruntime "
-                        "(TensorRT profiles for the detector's and recognizer's dynamic sizes are not generated yet)")
+# The step's fixed model input sizes (ocr_pipeline.py.j2: CLS_SHAPE, REC_SHAPE): a recognizer batch is 48 px high
+# and padded to at least 320 px; the classifier's rows are 48 x 192.
+CLS_SHAPE = (3, 48, 192)
+REC_HEIGHT, REC_MIN_WIDTH = 48, 320
+DET_STRIDE = 32  # the detector's input sides are multiples of 32 (RapidOCR's resizes round them)
+
+
+def _round_up(value: float, step: int) -> int:
+    return max(step, math.ceil(value / step) * step)
+
+
+def det_max_side(s: Mapping[str, Any]) -> int:
+    """The longest detector side a TensorRT plan takes: the fitted maximum side, or a letterboxed wide image's
+    (about width_height_ratio / 2 times the shorter side's limit), whichever is larger. Inputs beyond it are refused by
+    the step (DET_MAX_SIDE): one side over about 4x the other while the shorter is under limit_side_len."""
+    return _round_up(max(s["max_side_len"], s["limit_side_len"] * s["width_height_ratio"] / 2), DET_STRIDE)
+
+
+def rec_widths(s: Mapping[str, Any]) -> tuple[int, int]:
+    """The narrowest and widest recognizer batch the step sends: int(48 x max_wh_ratio), max_wh_ratio from
+    320 / 48 up to max_crop_aspect (recognize() in ocr_pipeline.py.j2)."""
+    aspect = s["max_crop_aspect"]
+    return int(REC_HEIGHT * min(REC_MIN_WIDTH / REC_HEIGHT, aspect)), int(REC_HEIGHT * aspect)
+
+
+def tensorrt_profiles(s: Mapping[str, Any], inputs: Mapping[str, str], max_batch: int) -> dict[str, Profile]:
+    """role -> the one profile its plan is built with: every shape the step can send (batch up to the config's
+    max_batch_size, which Triton's batcher may fill), opt at a typical size and the step's own batch (the detector's
+    at max_batch_size, as compile/profiles.py sets every batch axis it derives: it reads only the sides from here)."""
+    limit = min(_round_up(s["limit_side_len"], DET_STRIDE), det_max_side(s))
+    low, high = rec_widths(s)
+    opt_width = min(max(REC_MIN_WIDTH, low), high)
+    shapes = {
+        "det": ((1, 3, DET_STRIDE, DET_STRIDE), (max_batch, 3, limit, limit), (max_batch, 3, det_max_side(s), det_max_side(s))),
+        "cls": ((1, *CLS_SHAPE), (min(max_batch, s["cls_batch"]), *CLS_SHAPE), (max_batch, *CLS_SHAPE)),
+        "rec": ((1, 3, REC_HEIGHT, low), (min(max_batch, s["rec_batch"]), 3, REC_HEIGHT, opt_width), (max_batch, 3, REC_HEIGHT, high)),
+    }
+    return {role: Profile().add(inputs[role], *shapes[role]) for role in shapes if role in inputs}
+
+
+def det_axis_ranges(signature: Signature, s: Mapping[str, Any]) -> Signature:
+    """The detector's signature with ``metadata.axis_ranges`` for its height and width axes (compile/profiles.py
+    reads them), so the generic model step's plan gets the step's sizes."""
+    image = signature.inputs[0]
+    det = tensorrt_profiles(s, {"det": image.name}, 1)["det"][image.name]
+    ranges = {str(image.shape[axis]): [det.min[axis], det.opt[axis], det.max[axis]]
+              for axis in (2, 3) if isinstance(image.shape[axis], str)}
+    return replace(signature, metadata={**signature.metadata, "axis_ranges": ranges})
+
+
+def with_det_ranges(artifact: OnnxArtifact, s: Mapping[str, Any]) -> OnnxArtifact:
+    """The export with the detector's axis ranges recorded (in signature.json too, for --from-export)."""
+    signature = det_axis_ranges(artifact.signature, s)
+    write_signature(signature, artifact.signature_path)
+    return replace(artifact, signature=signature)
+
+
+def check_runtime(settings: PipelineSettings, defer_compile: bool = True) -> None:
+    if settings.runtime == "tensorrt" and not defer_compile:
+        raise UserError("build text-recognizer builds its three TensorRT plans through compile recipes: pass --defer-compile, "
+                        "then run 'repo-builder compile-pending REPO' on the GPU machine (or pass --runtime onnxruntime)")
 
 
 def prepare_text_recognizer(params: Mapping[str, Any], options: BuildOptions, phases: Phases) -> FamilyJob:
-    check_runtime(options.settings)
+    check_runtime(options.settings, options.defer_compile)
     models = chosen_models(params)
     settings = ocr_settings(params)
     check_models(models)  # every one-line refusal before anything is staged
 
     def export(folder: Path) -> OnnxArtifact:
-        return write_ocr_export(folder, models, settings)
+        return with_det_ranges(write_ocr_export(folder, models, settings), settings)
 
     # "model": the detector; the reference check reads the other paths (and the settings) from here.
     record = {"task": TASK, "model": str(models.det.resolve()), **models.record(), "ocr": settings,
@@ -111,13 +172,29 @@ def prepare_text_recognizer(params: Mapping[str, Any], options: BuildOptions, ph
     return FamilyJob(export=export, record=record, describe="reading the PP-OCR models")
 
 
-def _extra_model(inputs: RenderInputs, role: str, settings: PipelineSettings, name: str) -> RenderedModel | None:
+def _deferred_source(inputs: RenderInputs, role: str, onnx_path: Path, signature: Signature, profile: Profile) -> ModelSource:
+    """A TensorRT model step left pending like the detector's: its recipe, with the detector's compile settings
+    (precision, builder, workspace) and this model's own profile, in a folder beside the detector's."""
+    recipe_file = inputs.source.files.get(RECIPE_FILE)
+    if not isinstance(recipe_file, Path):
+        raise UserError("build text-recognizer --runtime tensorrt needs --defer-compile (then 'repo-builder compile-pending REPO')")
+    settings = replace(read_recipe(recipe_file).settings, profiles=(profile,))
+    folder = recipe_file.parent.parent / f"tensorrt_{role}"
+    defer_plan(onnx_path, signature, folder, settings)
+    return ModelSource(signature, {p.name: p for p in sorted(folder.iterdir()) if p.is_file()}, default_model_filename="model.plan")
+
+
+def _extra_model(inputs: RenderInputs, role: str, settings: PipelineSettings, name: str, s: Mapping[str, Any]) -> RenderedModel | None:
     found = read_role(inputs.artifact, role)
     if found is None:
         return None
     onnx_path, signature = found
+    if settings.runtime == "tensorrt":
+        profile = tensorrt_profiles(s, {role: signature.inputs[0].name}, settings.max_batch_size)[role]
+        source = _deferred_source(inputs, role, onnx_path, signature, profile)
+    else:
+        source = ModelSource(signature, {"model.onnx": onnx_path})
     # The generic model step under its own name (NAME_<role>_model), at the detector's version: they are built together.
-    source = ModelSource(signature, {"model.onnx": onnx_path})
     step = render_model_step(inputs.env, source, replace(settings, name=f"{settings.name}_{role}"),
                              inputs.versions[step_names(settings.name)["model"]], str(onnx_path.parent / "signature.json"))
     assert step.name == name
@@ -126,21 +203,20 @@ def _extra_model(inputs: RenderInputs, role: str, settings: PipelineSettings, na
 
 def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
     settings = inputs.settings
-    check_runtime(settings)
     signature = inputs.artifact.signature
     ocr = signature.metadata.get("ocr")
     if not isinstance(ocr, dict) or "rec" not in ocr:
         raise UserError(f"{inputs.origin}: metadata.ocr is missing; re-run 'repo-builder export text-recognizer'")
     names = step_names(settings.name)
     extra = extra_step_names(settings.name)
-    cls = _extra_model(inputs, "cls", settings, extra["cls"])
-    rec = _extra_model(inputs, "rec", settings, extra["rec"])
+    s = {**DEFAULTS, **dict(ocr.get("settings", {}))}
+    cls = _extra_model(inputs, "cls", settings, extra["cls"], s)
+    rec = _extra_model(inputs, "rec", settings, extra["rec"], s)
     rec_found = read_role(inputs.artifact, "rec")
     if rec is None or rec_found is None:
         raise UserError(f"{inputs.origin}: no rec/model.onnx beside it; re-run 'repo-builder export text-recognizer'")
     classes = rec_found[1].outputs[0].shape[-1]  # export checked it is a number (the characters' count)
     characters = inputs.artifact.onnx_path.parent / str(ocr["rec"]["characters"])
-    s = {**DEFAULTS, **dict(ocr.get("settings", {}))}
     context = {
         "input_name": IMAGE_INPUT, "output_name": LINES_OUTPUT, "max_image_pixels": settings.max_image_pixels,
         "det_model": names["model"], "det_input": ocr["det"]["input"], "det_output": ocr["det"]["output"],
@@ -148,7 +224,9 @@ def render_family(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
         "cls_input": ocr["cls"]["input"] if cls is not None else None,
         "cls_output": ocr["cls"]["output"] if cls is not None else None,
         "rec_model": extra["rec"], "rec_input": ocr["rec"]["input"], "rec_output": ocr["rec"]["output"],
-        "model_max_batch": settings.max_batch_size, "s": s,
+        "model_max_batch": settings.max_batch_size, "s": s, "runtime": settings.runtime,
+        # TensorRT: the plans' profile bounds the detector input (the step refuses larger); ONNX Runtime takes any size.
+        "det_max_side": det_max_side(s) if settings.runtime == "tensorrt" else None,
         **budget_context(settings, settings.decode_instance_count),
     }
     lines = ctx.tensor_context(LINES_OUTPUT, "object", [1])
@@ -204,7 +282,7 @@ def run_export(params: Mapping[str, Any], settings: ExportSettings) -> OnnxArtif
     ocr = ocr_settings(params)
     check_models(models)
     with staged_output(settings.out) as folder:
-        artifact = write_ocr_export(folder, models, ocr)
+        artifact = with_det_ranges(write_ocr_export(folder, models, ocr), ocr)
     return OnnxArtifact(onnx_path=settings.out / artifact.onnx_path.name, signature_path=settings.out / artifact.signature_path.name,
                         signature=artifact.signature)
 

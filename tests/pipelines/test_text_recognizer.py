@@ -161,7 +161,6 @@ def test_text_recognizer_refuses_bad_model_options_when_built(tmp_path: Path, ca
         (["--det-model", str(tmp_path / "none.onnx"), "--rec-model", str(models.rec)], "no such file"),
         (["--det-model", str(models.rec), "--rec-model", str(models.rec)], "--det-model"),
         (["--det-model", str(models.det), "--rec-model", str(models.rec), "--dict", str(dictionary)], "outputs 6625 classes"),
-        (["--from-rapidocr", "--runtime", "tensorrt", "--defer-compile"], "--runtime onnxruntime"),
     ]
     for arguments, expected in cases:
         out = tmp_path / "repo"
