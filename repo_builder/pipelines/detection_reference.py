@@ -8,7 +8,7 @@ only where the user installed them, never on the core install or in a generated 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,18 +103,14 @@ def check(run: ReferenceRun) -> ReferenceReport:
     yolo = load_yolo(run.model)
     kwargs = predict_kwargs(run.settings)
     images = reference_images(max(run.minimum_cases, 1))
-    groups = reference_groups(len(images), run.max_batch_size)
     failures: list[str] = []
     compared, detections = 0, 0
-    for group in groups:
-        outputs = run.infer(image_request([images[i] for i in group]))
-        results = yolo.predict([decode(images[i]) for i in group], **kwargs)
-        for row, (index, result) in enumerate(zip(group, results, strict=True)):
-            compared += 1
-            detections += len(result.boxes)
-            problem = row_problem(outputs, row, result, f"image {index} ({SIZES[index % len(SIZES)][0]}x{SIZES[index % len(SIZES)][1]})")
-            if problem:
-                failures.append(problem)
+    for outputs, row, result, name in served_beside_predict(run, yolo, images, kwargs):
+        compared += 1
+        detections += len(result.boxes)
+        problem = row_problem(outputs, row, result, name)
+        if problem:
+            failures.append(problem)
     return ReferenceReport(
         family="object-detector", cases=compared, passed=not failures and compared == len(images),
         figures={"images": float(compared), "mismatched_images": float(len(failures)), "detections": float(detections)},
@@ -134,6 +130,18 @@ def load(model: Path, threads: int) -> InProcess:
 
 
 REFERENCE = FamilyReference(check=check, items=reference_images, request=image_request, load=load, unit="images")
+
+
+def served_beside_predict(run: ReferenceRun, yolo: Any, images: Sequence[bytes],
+                          kwargs: Mapping[str, Any]) -> Iterator[tuple[Any, int, Any, str]]:
+    """Each image's served answer beside predict's on the same list: (the request's outputs, the image's row in
+    them, predict's result, the image's name), requests grouped as ``reference_groups`` says."""
+    for group in reference_groups(len(images), run.max_batch_size):
+        outputs = run.infer(image_request([images[i] for i in group]))
+        results = yolo.predict([decode(images[i]) for i in group], **kwargs)
+        for row, (index, result) in enumerate(zip(group, results, strict=True)):
+            width, height = SIZES[index % len(SIZES)]
+            yield outputs, row, result, f"image {index} ({width}x{height})"
 
 
 def reference_groups(count: int, max_batch: int) -> list[list[int]]:

@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.pipelines.detection_reference import (
-    SIZES,
     decode,
     image_request,
     load_yolo,
     predict_kwargs,
-    reference_groups,
     reference_images,
     row_problem,
+    served_beside_predict,
 )
 from repo_builder.pipelines.family import FamilyReference, InProcess, ReferenceReport, ReferenceRun
 
@@ -76,23 +75,17 @@ def check(run: ReferenceRun) -> ReferenceReport:
     yolo = load_yolo(run.model, task="segment")
     kwargs = {**predict_kwargs(run.settings), "retina_masks": True}
     images = reference_images(max(run.minimum_cases, 1))
-    groups = reference_groups(len(images), run.max_batch_size)
     failures: list[str] = []
     compared, detections, lowest = 0, 0, 1.0
-    for group in groups:
-        outputs = run.infer(image_request([images[i] for i in group]))
-        results = yolo.predict([decode(images[i]) for i in group], **kwargs)
-        for row, (index, result) in enumerate(zip(group, results, strict=True)):
-            compared += 1
-            detections += len(result.boxes)
-            width, height = SIZES[index % len(SIZES)]
-            name = f"image {index} ({width}x{height})"
-            problem = row_problem(outputs, row, result, name)
-            if problem is None:
-                problem, iou = row_mask_problem(outputs, row, result, name)
-                lowest = min(lowest, iou)
-            if problem:
-                failures.append(problem)
+    for outputs, row, result, name in served_beside_predict(run, yolo, images, kwargs):
+        compared += 1
+        detections += len(result.boxes)
+        problem = row_problem(outputs, row, result, name)
+        if problem is None:
+            problem, iou = row_mask_problem(outputs, row, result, name)
+            lowest = min(lowest, iou)
+        if problem:
+            failures.append(problem)
     return ReferenceReport(
         family="instance-segmenter", cases=compared, passed=not failures and compared == len(images),
         figures={"images": float(compared), "mismatched_images": float(len(failures)), "detections": float(detections),
