@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.step_repository import BUDGET_OPTIONS, linked_copy, replace_file
+from support.triton_stats import served_counts
 
 pytest.importorskip("ultralytics", reason="needs-ultralytics: the tiny detector is built with Ultralytics (detect extra)")
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
@@ -78,20 +79,12 @@ def outcome(server: Any, name: str, items: list[bytes]) -> dict[str, np.ndarray]
         return exc
 
 
-def executions(server: Any, name: str) -> tuple[int, int]:
-    """(requests, executions) the step has served so far, from Triton's statistics."""
-    from repo_builder.triton.client import connect
-
-    stats = connect(server.grpc_url).get_inference_statistics(f"{name}_preprocess").model_stats[0]
-    return stats.inference_stats.success.count + stats.inference_stats.fail.count, stats.execution_count
-
-
 def together(server: Any, name: str, requests: list[list[bytes]]) -> list[dict[str, np.ndarray] | Exception]:
     """Send every request at once; assert the step served them in fewer executions than requests (batched)."""
-    before = executions(server, name)
+    before = served_counts(server.grpc_url, f"{name}_preprocess")
     with ThreadPoolExecutor(len(requests)) as pool:
         results = list(pool.map(lambda items: outcome(server, name, items), requests))
-    after = executions(server, name)
+    after = served_counts(server.grpc_url, f"{name}_preprocess", at_least=before[0] + len(requests))
     count, runs = after[0] - before[0], after[1] - before[1]
     assert count == len(requests) and runs < count, f"{name}: {count} requests in {runs} executions: not batched"
     return results

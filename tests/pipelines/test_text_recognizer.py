@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.step_repository import import_step, server_peak_rss, zeros_png
+from support.triton_stats import served_counts
 
 from repo_builder.cli.main import main
 from repo_builder.pipelines import ocr_reference
@@ -184,16 +185,10 @@ def outcome(server: Any, name: str, images: list[bytes]) -> dict[str, Any] | Exc
 
 def together(server: Any, requests: list[list[bytes]]) -> list[dict[str, Any] | Exception]:
     """Every request to TIGHT at once; asserts they were served in fewer executions than requests (batched)."""
-    from repo_builder.triton.client import connect
-
-    def counts() -> tuple[int, int]:
-        stats = connect(server.grpc_url).get_inference_statistics(TIGHT).model_stats[0]
-        return stats.inference_stats.success.count + stats.inference_stats.fail.count, stats.execution_count
-
-    before = counts()
+    before = served_counts(server.grpc_url, TIGHT)
     with ThreadPoolExecutor(len(requests)) as pool:
         results = list(pool.map(lambda images: outcome(server, TIGHT, images), requests))
-    after = counts()
+    after = served_counts(server.grpc_url, TIGHT, at_least=before[0] + len(requests))
     assert after[0] - before[0] == len(requests) and after[1] - before[1] < len(requests), (before, after)
     return results
 

@@ -106,3 +106,4 @@ def import_step(model_py: Path, name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+

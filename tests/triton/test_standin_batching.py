@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.onnx_repo_factory import write_onnx_model, write_scale_onnx
+from support.triton_stats import served_counts
 
 from repo_builder.triton.client import connect, infer_model
 from repo_builder.triton.standin import StandIn, remove_stage, stage_repository
@@ -109,6 +110,7 @@ def test_standin_batches_concurrent_requests_and_answers_each_with_its_rows(tmp_
                 thread.start()
             for thread in threads:
                 thread.join(timeout=60)
+            served_counts(server.grpc_url, "scale", at_least=len(sent))  # statistics settle after the answers
             stats = server.client.get_inference_statistics(model_name="scale", as_json=True)["model_stats"][0]
     finally:
         remove_stage(staged)
