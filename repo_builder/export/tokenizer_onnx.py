@@ -43,6 +43,18 @@ _SUFFIX = "##"
 OUTPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 TEXT_INPUT = "TEXT"
 _MAX_CODE_POINT = 0x110000
+# A text over max_length x this many characters is refused before any tokenizing work (the graph cannot take a
+# prefix and prove it exact, as the Python step does): 131,072 characters at 128 tokens, ~0.1 s and ~20 MB.
+CHARS_PER_TOKEN = 1024
+
+
+@dataclass(frozen=True)
+class TextLimits:
+    """What the graph refuses before it tokenizes: characters per text and per request (a request is one
+    execution: the step has no dynamic batcher, so a refusal fails its own request only)."""
+
+    text_chars: int
+    request_chars: int
 
 
 @dataclass(frozen=True)
@@ -294,10 +306,48 @@ def fast_path(tokenizer: WordPieceTokenizer, count: int = 400) -> FastPath | Non
 # --- the graph ------------------------------------------------------------------------------------------------
 
 
+def _limit_nodes(limits: TextLimits) -> tuple[list[Any], list[Any]]:
+    """(initializers, nodes) that pass ``texts`` on as ``checked_texts``, or fail the run before any tokenizing.
+
+    An ONNX graph cannot raise an error of its own: a Reshape to one element more than it has fails, and ONNX
+    Runtime's message (which Triton passes to the client) names the failing node, so the node's name is the
+    refusal. Shape inference cannot see the impossible shape (it is computed), so the model still loads."""
+    onnx = require("onnx", "export", "the ONNX tokenizer")
+    h, tp = onnx.helper, onnx.TensorProto
+    consts = [h.make_tensor("text_chars", tp.INT64, [], [limits.text_chars]),
+              h.make_tensor("request_chars", tp.INT64, [], [limits.request_chars])]
+
+    def refusal(reason: str, flag: str, source: str, target: str) -> list[Any]:
+        refuse = h.make_graph([
+            h.make_node("Shape", [source], [f"{flag}_n"]), h.make_node("Add", [f"{flag}_n", "one1"], [f"{flag}_n1"]),
+            h.make_node("Reshape", [source, f"{flag}_n1"], [f"{flag}_refused"], name=reason),
+        ], f"{flag}_refuse", [], [h.make_tensor_value_info(f"{flag}_refused", tp.STRING, None)])
+        keep = h.make_graph([h.make_node("Identity", [source], [f"{flag}_kept"])], f"{flag}_keep", [],
+                            [h.make_tensor_value_info(f"{flag}_kept", tp.STRING, None)])
+        return [h.make_node("If", [flag], [target], then_branch=refuse, else_branch=keep)]
+
+    text_reason = (f"{TEXT_INPUT}: a text of this request is over this step's limit of {limits.text_chars} characters "
+                   "per text, refused before tokenizing (--preprocess python truncates longer texts)")
+    request_reason = (f"{TEXT_INPUT}: this request's texts hold over {limits.request_chars} characters, this step's "
+                      "limit per request (rebuild with --max-request-bytes N to raise it), refused before tokenizing")
+    nodes = [
+        h.make_node("StringLength", ["texts"], ["text_lengths"], domain=CONTRIB),
+        h.make_node("ReduceMax", ["text_lengths"], ["longest_text"], keepdims=0),
+        h.make_node("Greater", ["longest_text", "text_chars"], ["text_over"]),
+        *refusal(text_reason, "text_over", "texts", "texts_within"),
+        h.make_node("ReduceSum", ["text_lengths"], ["request_length"], keepdims=0),
+        h.make_node("Greater", ["request_length", "request_chars"], ["request_over"]),
+        *refusal(request_reason, "request_over", "texts_within", "checked_texts"),
+    ]
+    return consts, nodes
+
+
 def build_tokenizer_model(tokenizer: WordPieceTokenizer, table: CharacterTable, max_length: int,
-                          outputs: dict[str, int], opset: int = 17, fast: FastPath | None = None) -> Any:
+                          outputs: dict[str, int], opset: int = 17, fast: FastPath | None = None,
+                          limits: TextLimits | None = None) -> Any:
     """TEXT (string [batch, 1]) -> each of ``outputs`` (name -> ONNX element type) as [batch, longest]; with
-    ``fast`` (see ``fast_path``), a row made of its characters alone is tokenized by the op's own normalization."""
+    ``fast`` (see ``fast_path``), a row made of its characters alone is tokenized by the op's own normalization;
+    with ``limits``, a request over them fails before any tokenizing (``_limit_nodes``)."""
     onnx = require("onnx", "export", "the ONNX tokenizer")
     h, tp = onnx.helper, onnx.TensorProto
     unknown = set(outputs) - set(OUTPUT_NAMES)
@@ -340,7 +390,7 @@ def build_tokenizer_model(tokenizer: WordPieceTokenizer, table: CharacterTable, 
             h.make_node("If", ["fast_row"], ["ids", "types", "mask"], then_branch=fast_branch, else_branch=exact_branch),
         ]
     body_nodes = [
-        h.make_node("Gather", ["texts", "i"], ["text"], axis=0),
+        h.make_node("Gather", ["checked_texts", "i"], ["text"], axis=0),
         h.make_node("Expand", ["text", "one1"], ["text1"]),
         *tokenize,
         h.make_node("Shape", ["ids"], ["count"]),
@@ -353,18 +403,22 @@ def build_tokenizer_model(tokenizer: WordPieceTokenizer, table: CharacterTable, 
     body = h.make_graph(body_nodes, "tokenize_one",
                         [h.make_tensor_value_info("i", tp.INT64, []), h.make_tensor_value_info("cond_in", tp.BOOL, [])],
                         [h.make_tensor_value_info("cond_out", tp.BOOL, []), *row])
-    nodes = [
-        h.make_node("Reshape", [TEXT_INPUT, "minus1"], ["texts"]),
-        h.make_node("Shape", ["texts"], ["batch1"]),
+    nodes = [h.make_node("Reshape", [TEXT_INPUT, "minus1"], ["texts" if limits is not None else "checked_texts"])]
+    if limits is not None:
+        limit_consts, limit_nodes = _limit_nodes(limits)
+        consts += limit_consts
+        nodes += limit_nodes
+    nodes += [
+        h.make_node("Shape", ["checked_texts"], ["batch1"]),
         h.make_node("Squeeze", ["batch1", "zero1"], ["batch"]),
     ]
     if fast is not None:
         # Which rows hold only fast-path characters: once for the whole batch (the pattern is compiled per call);
         # replacing the first other character is enough to tell.
         nodes += [
-            h.make_node("StringRegexReplace", ["texts", "outside_fast", "empty"], ["first_removed"], domain=CONTRIB,
+            h.make_node("StringRegexReplace", ["checked_texts", "outside_fast", "empty"], ["first_removed"], domain=CONTRIB,
                         global_replace=0),
-            h.make_node("StringEqual", ["texts", "first_removed"], ["fast_rows"], domain=CONTRIB),
+            h.make_node("StringEqual", ["checked_texts", "first_removed"], ["fast_rows"], domain=CONTRIB),
         ]
     nodes += [
         h.make_node("Loop", ["batch", ""], ["all_ids", "all_mask", "all_types"], body=body),
@@ -395,13 +449,14 @@ def op_library_path() -> Path:
     return Path(extensions.get_library_path())
 
 
-def tokenizer_model_bytes(tokenizer_dir: Path, max_length: int, outputs: dict[str, int]) -> bytes:
+def tokenizer_model_bytes(tokenizer_dir: Path, max_length: int, outputs: dict[str, int], limits: TextLimits | None = None) -> bytes:
     """The tokenizer step's model.onnx, serialized, from a saved fast tokenizer folder (its tokenizer.json)."""
     tokenizer_json = tokenizer_dir / "tokenizer.json"
     if not tokenizer_json.is_file():
         raise UserError(f"{tokenizer_dir}: no tokenizer.json; --preprocess onnx needs a saved fast tokenizer")
     tokenizer = read_wordpiece_tokenizer(tokenizer_json)
-    model = build_tokenizer_model(tokenizer, character_table(tokenizer), max_length, outputs, fast=fast_path(tokenizer))
+    model = build_tokenizer_model(tokenizer, character_table(tokenizer), max_length, outputs, fast=fast_path(tokenizer),
+                                  limits=limits)
     return bytes(model.SerializeToString())
 
 

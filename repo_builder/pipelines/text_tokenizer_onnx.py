@@ -18,6 +18,8 @@ from typing import Any
 from repo_builder.deploy_target import DeployTarget
 from repo_builder.errors import UserError
 from repo_builder.export.tokenizer_onnx import (
+    CHARS_PER_TOKEN,
+    TextLimits,
     op_library_path,
     read_wordpiece_tokenizer,
     tokenizer_model_bytes,
@@ -107,8 +109,9 @@ def render_tokenizer_step(inputs: RenderInputs, model_inputs: Sequence[TensorSpe
         if spec.dtype not in _ONNX_TYPES:
             raise UserError(f"{inputs.origin}: model input '{spec.name}' must be int32 or int64, got {spec.dtype}")
         outputs[spec.name] = _ONNX_TYPES[spec.dtype]
-    model = tokenizer_model_bytes(tokenizer_dir, max_length, outputs)
-    config = render_config(inputs.env, "onnxruntime_onnx", ctx.config_context(
+    limits = TextLimits(text_chars=max_length * CHARS_PER_TOKEN, request_chars=settings.max_request_bytes)
+    model = tokenizer_model_bytes(tokenizer_dir, max_length, outputs, limits)
+    context = ctx.config_context(
         name,
         inputs=[ctx.tensor_context(pipeline_input, "object", [1])],
         outputs=[ctx.tensor_context(s.name, s.dtype, [-1]) for s in model_inputs],
@@ -117,8 +120,11 @@ def render_tokenizer_step(inputs: RenderInputs, model_inputs: Sequence[TensorSpe
         kind="KIND_CPU",
         instance_count=settings.step_instance_count,
         comment=f"Preprocessing in ONNX Runtime: one UTF-8 text per row -> token ids (BERT WordPiece, truncated to "
-                f"{max_length}), padded to the batch's longest; onnxruntime-extensions' ops, no Python step.",
+                f"{max_length}), padded to the request's longest; onnxruntime-extensions' ops, no Python step. Refused "
+                f"before tokenizing: a text over {limits.text_chars} characters, a request over {limits.request_chars} characters.",
         parameters={},
         op_libraries=[op_library(inputs.params, inputs.env.globals.get("deploy_target"))],
-    ))
+    )
+    # The graph's refusals fail the whole execution: without a batcher an execution is one request.
+    config = render_config(inputs.env, "onnxruntime_onnx", {**context, "batching": None})
     return RenderedModel(name, "preprocess", inputs.versions[name], config, {"model.onnx": model})

@@ -216,3 +216,31 @@ def test_tokenizer_graph_casts_when_model_takes_int32(tmp_path: Path) -> None:
     model = build_tokenizer_model(tokenizer, character_table(tokenizer), 32, {"input_ids": 6, "attention_mask": 6})
     ids, mask = _session(model).run(None, {"TEXT": np.array([["the fox"], [""]], dtype=object)})
     assert ids.dtype == np.int32 and ids.shape == (2, 4) and mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+
+
+def test_tokenizer_graph_refuses_over_its_limits_before_tokenizing_and_equals_hf_within_them(tmp_path: Path) -> None:
+    """A text over the per-text limit, or a request over the per-request one, fails in milliseconds with the limit
+    named (the failing node's name is the message); texts at the limits are tokenized exactly as before."""
+    import time
+
+    from repo_builder.export.tokenizer_onnx import TextLimits
+
+    folder = make_tiny_text_classifier(tmp_path / "bert")
+    longest = max(map(len, _texts(60)))
+    texts = ["é" * (longest - 1) + "a", "word " * 400, *_texts(60)]  # more bytes than characters: é is 2
+    at_limits = TextLimits(text_chars=longest, request_chars=sum(map(len, texts)))  # _compare sends 64 texts at once
+    assert _compare(folder, texts, 16, tokenizer_model_bytes(folder, 16, OUTPUTS, at_limits)) == []
+    limits = TextLimits(text_chars=4000, request_chars=6000)
+    bounded = tokenizer_model_bytes(folder, 16, OUTPUTS, limits)
+    session = _session(bounded)
+    cases = {
+        "text": (["short", "x" * 4001], "a text of this request is over this step's limit of 4000 characters"),
+        "request": (["y" * 3500, "z" * 3000], "this request's texts hold over 6000 characters"),
+        "10 MB": (["w" * 10_000_000], "over this step's limit of 4000 characters"),
+    }
+    for name, (texts, expected) in cases.items():
+        start = time.perf_counter()
+        with pytest.raises(Exception, match="refused before tokenizing") as raised:
+            session.run(None, {"TEXT": np.array([[t] for t in texts], dtype=object)})
+        assert expected in str(raised.value), (name, str(raised.value)[:400])
+        assert time.perf_counter() - start < 1.0, name  # a length check, not 10 MB of tokenizing (several seconds)
