@@ -10,6 +10,7 @@ from typing import Any
 from repo_builder.errors import UserError
 from repo_builder.nvcf import asset_input_name
 from repo_builder.pipelines.chain import chain_steps, render_chain
+from repo_builder.pipelines.dali_preprocess import IMAGE_SIZE
 from repo_builder.pipelines.family import RenderInputs
 from repo_builder.pipelines.nvcf_assets import nvcf_step_inputs
 from repo_builder.pipelines.option_files import describe_path
@@ -54,9 +55,12 @@ def classifier_logits(signature: Signature, labels: Sequence[str], origin: str) 
 
 
 def render_postprocess_step(
-    env: Any, logits_dtype: str, labels: Sequence[str], settings: PipelineSettings, version: int, origin: str
+    env: Any, logits_dtype: str, labels: Sequence[str], settings: PipelineSettings, version: int, origin: str,
+    max_image_pixels: int | None = None,
 ) -> RenderedModel:
-    """Softmax and top-k in Python; the labels travel as labels.txt beside model.py (read at run time)."""
+    """Softmax and top-k in Python; the labels travel as labels.txt beside model.py (read at run time).
+    ``max_image_pixels``: a DALI preprocess step's limit; the step also takes IMAGE_SIZE (each image's header h, w)
+    and refuses a request whose image is over it (the DALI step did not decode it)."""
     names = step_names(settings.name)
     count = len(labels)
     if any("\n" in label or "\r" in label for label in labels):
@@ -66,7 +70,8 @@ def render_postprocess_step(
         env,
         names["postprocess"],
         settings,
-        inputs=[ctx.tensor_context("LOGITS", logits_dtype, [count])],
+        inputs=[ctx.tensor_context("LOGITS", logits_dtype, [count])]
+        + ([ctx.tensor_context(IMAGE_SIZE, "int64", [2])] if max_image_pixels is not None else []),
         outputs=outputs,
         comment="Postprocessing: softmax over the logits, then the top-k labels, scores and class ids.",
     )
@@ -74,7 +79,8 @@ def render_postprocess_step(
     source = render_source(
         env,
         "model/classification_postprocess.py.j2",
-        ctx.postprocess_context(names["postprocess"], names["model"], logits, settings.top_k, count),
+        {**ctx.postprocess_context(names["postprocess"], names["model"], logits, settings.top_k, count),
+         **({"image_size_name": IMAGE_SIZE, "max_image_pixels": max_image_pixels} if max_image_pixels is not None else {})},
     )
     files: dict[str, Path | bytes] = {
         "model.py": source.encode(),
@@ -84,12 +90,15 @@ def render_postprocess_step(
 
 
 def classification_steps(
-    names: Mapping[str, str], pre_input: str, model_inputs: Sequence[str], logits_name: str, extra_inputs: Sequence[str] = ()
+    names: Mapping[str, str], pre_input: str, model_inputs: Sequence[str], logits_name: str, extra_inputs: Sequence[str] = (),
+    carried: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """preprocess -> model -> postprocess; ensemble tensors carry the member tensors' names (``extra_inputs``:
-    more ensemble inputs the preprocessing step takes, e.g. NVCF asset ids)."""
+    more ensemble inputs the preprocessing step takes, e.g. NVCF asset ids; ``carried``: preprocess outputs the
+    postprocess step reads under the same name, e.g. a DALI step's IMAGE_SIZE)."""
     return chain_steps(names, pipeline_inputs=[pre_input, *extra_inputs], model_inputs=model_inputs,
-                       model_outputs=[logits_name], post_inputs={"LOGITS": logits_name}, outputs=TOP_K_OUTPUTS)
+                       model_outputs=[logits_name], post_inputs={"LOGITS": logits_name, **{n: n for n in carried}},
+                       outputs=TOP_K_OUTPUTS, carried=carried)
 
 
 def render_classification_pipeline(
@@ -106,11 +115,13 @@ def render_classification_pipeline(
     labels: Sequence[str],
     comment: str,
     ensemble_input: Mapping[str, Any] | None = None,
+    max_image_pixels: int | None = None,
 ) -> tuple[RenderedModel, ...]:
     """preprocess -> model -> top-k postprocess, and the ensemble clients call (``comment`` heads its config;
-    ``ensemble_input``: the pipeline input's tensor when it is not one string per row, e.g. DALI's bytes)."""
+    ``ensemble_input``: the pipeline input's tensor when it is not one string per row, e.g. DALI's bytes;
+    ``max_image_pixels``: a DALI step's limit, IMAGE_SIZE carried from it to the postprocess step's check)."""
     names = step_names(settings.name)
-    post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin)
+    post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin, max_image_pixels)
     _, outputs = ctx.classification_outputs(settings.top_k, len(labels))
     return render_chain(
         env, source, settings, versions, origin,
@@ -120,7 +131,8 @@ def render_classification_pipeline(
                          else [dict(ensemble_input) if ensemble_input else ctx.tensor_context(pipeline_input, "object", [1])]),
         ensemble_outputs=outputs,
         steps=classification_steps(names, pipeline_input, model_inputs, logits.name,
-                                   (asset_input_name(pipeline_input),) if settings.nvcf else ()),
+                                   (asset_input_name(pipeline_input),) if settings.nvcf else (),
+                                   (IMAGE_SIZE,) if max_image_pixels is not None else ()),
         comment=comment,
     )
 

@@ -25,7 +25,7 @@ from repo_builder.pipelines.classification import (
     family_labels,
     render_classification_pipeline,
 )
-from repo_builder.pipelines.dali_preprocess import classifier_plan, define_classifier
+from repo_builder.pipelines.dali_preprocess import IMAGE_SIZE, classifier_plan, define_classifier
 from repo_builder.pipelines.dali_step import (
     PREPROCESS_OPTION,
     dali_input_tensor,
@@ -88,6 +88,7 @@ def render_image_pipeline(
         return render_classification_pipeline(
             env, source, settings, versions, origin, preprocess=pre_model, pipeline_input=IMAGE_INPUT,
             model_inputs=[model_input.name], logits=logits, labels=labels, ensemble_input=dali_input_tensor(),
+            max_image_pixels=settings.max_image_pixels,
             comment="Clients call this: IMAGE (the encoded image's bytes, TYPE_UINT8 [-1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
         )
     budget = budget_context(settings, settings.decode_instance_count)
@@ -126,8 +127,10 @@ def _dali_preprocess(env: Any, settings: PipelineSettings, version: int, pre: Ma
         raise UserError(f"--preprocess dali writes float32; the model's input '{pre['output_name']}' is {dtype}: use --preprocess python")
     pipeline = define_classifier(classifier_plan(dict(pre)), "gpu", max_batch_size=settings.max_batch_size)
     return render_dali_step(
-        env, settings, version, pipeline=serialize(pipeline), outputs=[ctx.tensor_context(str(pre["output_name"]), dtype, dims)],
-        comment="Preprocessing (DALI): one encoded image per row -> decode (nvJPEG), resize, center-crop, normalize, as torchvision.",
+        env, settings, version, pipeline=serialize(pipeline),
+        outputs=[ctx.tensor_context(str(pre["output_name"]), dtype, dims), ctx.tensor_context(IMAGE_SIZE, "int64", [2])],
+        comment="Preprocessing (DALI): one encoded image per row -> decode (nvJPEG), resize, center-crop, normalize, as torchvision; "
+                "and the header's (h, w): over --max-image-pixels the image is not decoded, postprocessing refuses it.",
     )
 
 

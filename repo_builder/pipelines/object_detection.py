@@ -169,7 +169,7 @@ def render_dali_letterbox(inputs: RenderInputs, detection: Mapping[str, Any], mo
         raise UserError(f"--preprocess dali writes float32; the model input '{model_input.name}' is {model_input.dtype}: "
                         "use --preprocess python")
     imgsz = [int(v) for v in detection["imgsz"]]
-    plan = LetterboxPlan((imgsz[0], imgsz[1]), output=model_input.name, shapes=SHAPES)
+    plan = LetterboxPlan((imgsz[0], imgsz[1]), output=model_input.name, shapes=SHAPES, max_image_pixels=settings.max_image_pixels)
     pipeline = define_letterbox(plan, "gpu", max_batch_size=settings.max_batch_size)
     name = step_names(settings.name)["preprocess"]
     return render_dali_step(
@@ -244,7 +244,10 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices, dali: bool
                  if detection["head"] == END_TO_END else
                  "Postprocessing: decode, confidence filter, class-aware NMS and boxes back in original pixels, as predict."),
     )
-    post_source = render_source(inputs.env, "model/detection_postprocess.py.j2", postprocess_context(detection, choices, num_classes))
+    post_context = postprocess_context(detection, choices, num_classes)
+    if dali:  # the DALI step swaps an image over the limit for a blank; its IMAGE_SHAPES tell postprocess to refuse it
+        post_context["max_image_pixels"] = settings.max_image_pixels
+    post_source = render_source(inputs.env, "model/detection_postprocess.py.j2", post_context)
     post = RenderedModel(names["postprocess"], "postprocess", inputs.versions[names["postprocess"]], post_config,
                          {"model.py": post_source.encode(), "labels.txt": ("\n".join(labels) + "\n").encode("utf-8")})
     optional = [name for name, _, _ in OPTIONAL_INPUTS.values()]

@@ -79,7 +79,7 @@ def classifier_figures(family: str, sizes: list[str], count: int) -> dict[str, A
     per_size = {}
     for size in sizes:
         images = photos(size, count, seed=7)
-        (ours,) = run_pipeline(pipe, images)
+        ours, _ = run_pipeline(pipe, images)  # the pixels; then each image's header (h, w)
         reference = np.stack([transforms(Image.open(io.BytesIO(data)).convert("RGB")).numpy() for data in images])
         per_size[size] = _figures(np.abs(ours - reference))
     return {"reference": f"torchvision {CLASSIFIERS[family]}.transforms() (resize {plan.resize}, {plan.interpolation}, "
