@@ -155,6 +155,30 @@ def test_assets_refused_when_asset_is_too_large(served: Served) -> None:
         big.unlink()
 
 
+def test_assets_counted_in_the_memory_budget_from_their_headers_before_they_are_read(served: Served) -> None:
+    """Four asset files of 80 KB, each a PNG declaring 9000 x 9000 (under the pixel limit): the estimate from their
+    headers, before any is read whole or decoded, puts the request over the step's budget (2048 MiB by default)."""
+    import time
+
+    from support.step_repository import zeros_png
+
+    names = [f"wide-{i}.png" for i in range(MAX_ASSETS)]
+    for name in names:
+        (served.folder / name).write_bytes(zeros_png(9000, 9000))
+    assert (served.folder / names[0]).stat().st_size < MAX_ASSET_BYTES
+    try:
+        start = time.perf_counter()
+        message = _refused_with(served, "over its memory budget of 2048 MiB per instance", _ids(*names),
+                                nvcf_headers(served.folder, names))
+        assert time.perf_counter() - start < 10.0  # the refusal and the good request after it: nothing decoded
+        assert "IMAGE: this request may take up to" in message and "--step-memory-mib" in message, message
+        labels, _ = answer(served.client, _ids(names[0]), nvcf_headers(served.folder, names[:1]))  # one fits: answered
+        assert labels.shape == (1, 5)
+    finally:
+        for name in names:
+            (served.folder / name).unlink()
+
+
 def test_assets_refused_when_request_carries_both_inputs(served: Served) -> None:
     name = "a-320x240.jpg"
     inputs = [bytes_input("IMAGE", [served.images[name]]), *_ids(name)]
