@@ -9,9 +9,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from repo_builder.compat import StrEnum
 
@@ -19,6 +18,34 @@ if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
 
     from repo_builder.deploy_target import DeployTarget
+
+
+T = TypeVar("T")
+
+
+class kept(Generic[T]):  # lower case: a decorator, like the ``cached_property`` it stands for
+    """``functools.cached_property`` without its lock: computed at the first access, then kept in the
+    instance's ``__dict__`` (frozen dataclasses too). Python 3.10 and 3.11 take a lock at every first
+    access; validate makes thousands of entries and asks each for a few such facts."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute, self.name, self.__doc__ = compute, compute.__name__, compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> kept[T]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | kept[T]:
+        if obj is None:
+            return self
+        value: T = self.compute(obj)
+        obj.__dict__[self.name] = value
+        return value
 
 
 class Severity(StrEnum):
@@ -81,6 +108,9 @@ class FileEntry:
     # The scan's stat (the one that gave ``size``): with ``size``, a key for what was derived from the file's
     # content (an ONNX graph's inputs and outputs ...), so an unchanged file is not opened again.
     mtime_ns: int | None = None
+    # Whether the scan saw a symlink here (any: inside or out). A path of entries none of which is a link lies
+    # inside the folder they were listed from without a further ``lstat`` of each part.
+    link: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,7 +149,7 @@ class ModelEntry:
     files: tuple[FileEntry, ...] = ()  # entries directly in the model folder (labels files live here)
     problem: str | None = None  # the model folder itself is unusable (unreadable, escaping symlink ...)
 
-    @cached_property
+    @kept
     def facts(self) -> dict[Hashable, Any]:
         """What rules derive from this entry alone (its backend, the versions Triton loads ...), each
         computed once and kept here, keyed by the helper that computes it: dozens of rules ask for the
@@ -132,7 +162,7 @@ class ModelEntry:
 
     # Rules ask for these facts again and again (tens of thousands of times in a big repository); the
     # entry is frozen, so each is computed once and kept on the instance.
-    @cached_property
+    @kept
     def version_numbers(self) -> tuple[int, ...]:
         return tuple(sorted(v.number for v in self.versions if v.number is not None))
 
@@ -142,7 +172,7 @@ class ModelEntry:
                 return v
         return None
 
-    @cached_property
+    @kept
     def is_ensemble(self) -> bool:
         return self.config is not None and self.config.platform == "ensemble"
 
@@ -155,7 +185,7 @@ class Repository:
     problems: tuple[str, ...] = ()  # repository-level problems found while scanning
     files: tuple[FileEntry, ...] = ()  # plain files at the root (Triton ignores them; the manifest lives here)
 
-    @cached_property
+    @kept
     def _by_name(self) -> dict[str, ModelEntry]:
         # Ensemble rules look members up constantly; a 1,000-model repository made the scan quadratic.
         return {m.name: m for m in self.models}
@@ -220,7 +250,7 @@ class RuleContext:
     # judged after their members, and a refused member makes the ensemble refused).
     refused: Mapping[str, bool] = field(default_factory=dict)
 
-    @cached_property
+    @kept
     def facts(self) -> dict[Hashable, Any]:
         """Per-run results that depend on more than one model (an ensemble's members, their verdicts),
         kept for the rules that share them; like ``ModelEntry.facts`` but living as long as the run."""

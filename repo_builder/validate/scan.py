@@ -69,11 +69,11 @@ def _entry(entry: os.DirEntry[str], root: Path) -> FileEntry:
         st = None if is_dir else entry.stat()  # raises for a dangling link
     except OSError:  # a dangling link (or a loop): escaping when its target would lie outside
         escapes = is_link and not _target_inside(entry.path, root)
-        return FileEntry(name, is_dir=False, size=None, escapes=escapes, broken=is_link and not escapes)
+        return FileEntry(name, is_dir=False, size=None, escapes=escapes, broken=is_link and not escapes, link=is_link)
     escapes = is_link and not resolves_inside(Path(entry.path), root)
     if escapes or st is None:
-        return FileEntry(name, is_dir=is_dir, size=None, escapes=escapes)
-    return FileEntry(name, is_dir=False, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        return FileEntry(name, is_dir=is_dir, size=None, escapes=escapes, link=is_link)
+    return FileEntry(name, is_dir=False, size=st.st_size, mtime_ns=st.st_mtime_ns, link=is_link)
 
 
 def _target_inside(link: str, root: Path) -> bool:

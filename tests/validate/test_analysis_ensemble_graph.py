@@ -29,7 +29,7 @@ def _ensemble(repo: Path, body: str, member_io: str = IO) -> tuple[object, RuleC
 def test_scheduling_problems_empty_for_wired_ensemble(repo: Path) -> None:
     model, _ = _ensemble(repo, STEP)
     assert scheduling_problems(model) == [] and data_flow_problems(model) == []
-    assert member_names(model) == ["member"]
+    assert member_names(model) == ("member",)
 
 
 def test_data_flow_problems_name_unused_input(repo: Path) -> None:

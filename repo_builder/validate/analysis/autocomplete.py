@@ -8,6 +8,7 @@ nothing. Under ``--strict`` (``--disable-auto-complete-config``) nothing is fill
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,14 +27,15 @@ def _python_autocompletes(path: Path, root: Path) -> bool:
         st = path.stat()
     except (OSError, ValueError):
         return True  # unreadable: assume it might fill things in; RB4xx reports the file itself
-    return _read_autocompletes(path, root, st.st_mtime_ns, st.st_size)
+    return _read_autocompletes(str(path), str(root), st.st_mtime_ns, st.st_size)
 
 
 @lru_cache(maxsize=4096)
-def _read_autocompletes(path: Path, root: Path, mtime_ns: int, size: int) -> bool:
-    # Keyed by modification time and size too: a rewritten model.py is read again.
+def _read_autocompletes(path: str, root: str, mtime_ns: int, size: int) -> bool:
+    # Keyed by modification time and size too: a rewritten model.py is read again. Strings, not paths:
+    # hashing a pathlib path costs more than the rest of a hit.
     try:
-        source = read_bounded(path, root, MAX_PYTHON_BYTES)
+        source = read_bounded(Path(path), Path(root), MAX_PYTHON_BYTES)
     except UnsafeFile:
         return True  # unreadable: assume it might fill things in; RB4xx reports the file itself
     return python_defines_autocomplete(source)
@@ -46,13 +48,14 @@ def python_io_autocompleted(model: ModelEntry) -> bool:
     numbers = versions_to_load(model)
     if not numbers:
         return True  # nothing loads (RB110): no answer
+    root = os.path.dirname(str(model.path))
     for number in numbers:
         folder = version_folder(model, number)
         entry = folder.entry(filename) if folder is not None else None
         if folder is None or entry is None or entry.is_dir or entry.escapes:
             continue  # RB405 / RB103 refuse the version
         if entry.mtime_ns is not None and entry.size is not None:  # the scan's stat: no second one
-            if _read_autocompletes(folder.path / filename, model.path.parent, entry.mtime_ns, entry.size):
+            if _read_autocompletes(os.path.join(str(folder.path), filename), root, entry.mtime_ns, entry.size):
                 return True
         elif _python_autocompletes(folder.path / filename, model.path.parent):
             return True

@@ -40,9 +40,14 @@ def lookup(ctx: RuleContext, name: str) -> ModelEntry | None:
     return ctx.repository.model(name)
 
 
-def steps(model: ModelEntry) -> list[ModelEnsembling.Step]:
+def steps(model: ModelEntry) -> tuple[ModelEnsembling.Step, ...]:
+    """The ensemble's steps, copied out of the proto once per entry (every stage walks them, several times)."""
+    return model_fact(model, steps, _steps)
+
+
+def _steps(model: ModelEntry) -> tuple[ModelEnsembling.Step, ...]:
     assert model.config is not None  # an ensemble: its platform comes from its config
-    return list(model.config.ensemble_scheduling.step)
+    return tuple(model.config.ensemble_scheduling.step)
 
 
 # What a problem is about: a path to its element in the ensemble's config.pbtxt (positions.element_at).
@@ -72,12 +77,17 @@ def scheduling_findings(model: ModelEntry) -> list[Finding]:
     return [located(model, text, where) for text, where in _scheduling(model)]
 
 
-def _scheduling(model: ModelEntry) -> list[Problem]:
+def _scheduling(model: ModelEntry) -> tuple[Problem, ...]:
+    # Stage one judges the entry alone: kept on it for the rules that report it and those that wait on it.
+    return model_fact(model, _scheduling, _judge_scheduling)
+
+
+def _judge_scheduling(model: ModelEntry) -> tuple[Problem, ...]:
     cfg = model.config
     assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
     if not cfg.HasField("ensemble_scheduling"):
-        return [(f"ensemble scheduling must be set for ensemble {name} whose platform is {ENSEMBLE}", ())]
+        return ((f"ensemble scheduling must be set for ensemble {name} whose platform is {ENSEMBLE}", ()),)
     problems: list[Problem] = []
     if cfg.instance_group:
         problems.append((f"instance group should not be specified for ensemble '{name}'", ("instance_group",)))
@@ -97,7 +107,7 @@ def _scheduling(model: ModelEntry) -> list[Problem]:
             if not present:
                 problems.append((f"must specify '{what}' in step {index} of ensemble '{name}'", step_at(index)))
                 break
-    return problems
+    return tuple(problems)
 
 
 @dataclass(eq=False)
@@ -176,7 +186,11 @@ def data_flow_findings(model: ModelEntry) -> list[Finding]:
     return [located(model, text, where) for text, where in _data_flow(model)]
 
 
-def _data_flow(model: ModelEntry) -> list[Problem]:
+def _data_flow(model: ModelEntry) -> tuple[Problem, ...]:
+    return model_fact(model, _data_flow, lambda m: tuple(_judge_data_flow(m)))
+
+
+def _judge_data_flow(model: ModelEntry) -> list[Problem]:
     cfg = model.config
     assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
@@ -229,12 +243,9 @@ def _config_ok(model: ModelEntry) -> bool:
     return not model.config.backend and not _scheduling(model) and not _data_flow(model)
 
 
-def member_names(model: ModelEntry) -> list[str]:
-    names: list[str] = []
-    for step in steps(model):
-        if step.model_name not in names:
-            names.append(step.model_name)
-    return names
+def member_names(model: ModelEntry) -> tuple[str, ...]:
+    """The members in the order of the steps that first run them."""
+    return model_fact(model, member_names, lambda m: tuple(dict.fromkeys(step.model_name for step in steps(m))))
 
 
 def missing_members(model: ModelEntry, ctx: RuleContext) -> list[str]:

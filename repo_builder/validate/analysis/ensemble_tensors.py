@@ -87,9 +87,9 @@ def _dims_text(dims: tuple[int, ...]) -> str:
 
 def _consistency(existing: _TensorNode, new: _TensorNode, prefix: str) -> tuple[str, str] | None:
     """Triton's text when the two views of a tensor disagree, and the field they disagree on."""
-    from tritonclient.grpc import model_config_pb2 as pb
-
     if existing.dtype != new.dtype:
+        from tritonclient.grpc import model_config_pb2 as pb  # only for the message: most tensors agree
+
         return (
             f"{prefix}inconsistent data type: {enum_name(pb.DataType, existing.dtype)} is inferred from model "
             f"{existing.model} while {enum_name(pb.DataType, new.dtype)} is inferred from model {new.model}"

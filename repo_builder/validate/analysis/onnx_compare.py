@@ -6,7 +6,7 @@ Triton stops at the first problem; these functions report them all, each tagged 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from repo_builder.dtypes import _BY_ONNX_ID
 from repo_builder.onnx_io import OnnxSignature, OnnxTensor
@@ -37,8 +37,13 @@ def triton_type(elem_type: int | None) -> str:
     return dtype.triton if dtype is not None else "TYPE_INVALID"
 
 
+_DATA_TYPE: list[Any] = []  # the DataType enum's descriptor, looked up at the first comparison
+
+
 def _config_type(io: ModelInput | ModelOutput) -> str:
-    return enum_name(io.DESCRIPTOR.fields_by_name["data_type"].enum_type, io.data_type)
+    if not _DATA_TYPE:
+        _DATA_TYPE.append(io.DESCRIPTOR.fields_by_name["data_type"].enum_type)
+    return enum_name(_DATA_TYPE[0], io.data_type)
 
 
 class OnnxProblem(NamedTuple):
@@ -86,15 +91,15 @@ def _compare_dims(
     return None
 
 
-def _io_dims(io: ModelInput | ModelOutput) -> list[int]:
-    return list(io.reshape.shape) if io.HasField("reshape") else list(io.dims)
+def _well_formed_dims(io: ModelInput | ModelOutput) -> list[int] | None:
+    """The shape the backend compares (the reshape's, else the dims) of a well-formed entry, else None.
 
-
-def _well_formed(io: ModelInput | ModelOutput) -> bool:
-    # Malformed entries (no name, type or dims; dims of 0 or below -1) are the config rules' business.
-    if not io.name or io.data_type == 0 or not (len(io.dims) > 0 or io.HasField("reshape")):
-        return False
-    return all(d >= 1 or d == -1 for d in _io_dims(io))
+    Malformed entries (no name, type or dims; dims of 0 or below -1) are the config rules' business."""
+    reshaped = io.HasField("reshape")
+    if not io.name or io.data_type == 0 or not (reshaped or len(io.dims) > 0):
+        return None
+    dims = list(io.reshape.shape) if reshaped else list(io.dims)
+    return dims if all(d >= 1 or d == -1 for d in dims) else None
 
 
 def _sequence_inputs(config: ModelConfig) -> int:
@@ -172,7 +177,8 @@ def _compare_inputs(name: str, inputs: list[ModelInput], sig: OnnxSignature, mbs
     problems: list[OnnxProblem] = []
     by_name = {t.name: t for t in (*sig.inputs, *sig.overridable)}
     for io in inputs:
-        if not _well_formed(io):
+        dims = _well_formed_dims(io)
+        if dims is None:
             continue
         if io.optional and mbs != 0:
             problems.append(
@@ -194,7 +200,7 @@ def _compare_inputs(name: str, inputs: list[ModelInput], sig: OnnxSignature, mbs
                 )
             )
             continue
-        problems.extend(_compare_tensor(name, "input", io, tensor, mbs, exact=False))
+        problems.extend(_compare_tensor(name, "input", io, dims, tensor, mbs, exact=False))
     return problems
 
 
@@ -203,7 +209,8 @@ def _compare_outputs(name: str, config: ModelConfig, outputs: list[ModelOutput],
     out_by_name = {t.name: t for t in sig.outputs}
     batch_targets = {t for bo in config.batch_output for t in bo.target_name}
     for io in outputs:
-        if not _well_formed(io):
+        dims = _well_formed_dims(io)
+        if dims is None:
             continue
         tensor = out_by_name.get(io.name)
         if tensor is None:
@@ -215,14 +222,14 @@ def _compare_outputs(name: str, config: ModelConfig, outputs: list[ModelOutput],
                 )
             )
             continue
-        found = _compare_tensor(name, "output", io, tensor, mbs, exact=True)
+        found = _compare_tensor(name, "output", io, dims, tensor, mbs, exact=True)
         # A batch output's shape is the backend's to fill: only its data type is compared.
         problems.extend(p for p in found if io.name not in batch_targets or p.code != "RB605")
     return problems
 
 
 def _compare_tensor(
-    name: str, kind: str, io: ModelInput | ModelOutput, tensor: OnnxTensor, mbs: int, exact: bool
+    name: str, kind: str, io: ModelInput | ModelOutput, dims: list[int], tensor: OnnxTensor, mbs: int, exact: bool
 ) -> list[OnnxProblem]:
     out: list[OnnxProblem] = []
     expected = _config_type(io)
@@ -238,7 +245,6 @@ def _compare_tensor(
         )
     if tensor.dims is None:
         return out  # rank unknown in the graph: nothing to compare
-    dims = _io_dims(io)
     if kind == "input" and cast("ModelInput", io).allow_ragged_batch:
         if tensor.dims != (-1,):
             out.append(

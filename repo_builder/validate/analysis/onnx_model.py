@@ -16,7 +16,7 @@ from repo_builder.validate.analysis.files import resolves_inside
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.onnx_compare import OnnxProblem, compare_onnx
 from repo_builder.validate.analysis.resolve import resolve_backend
-from repo_builder.validate.analysis.versions import content_key, version_folder, versions_to_load
+from repo_builder.validate.analysis.versions import content_key, listed_file, version_folder, versions_to_load
 from repo_builder.validate.records import ModelEntry, RuleContext, Severity
 
 
@@ -81,9 +81,11 @@ _MAX_SIGNATURES = 4096
 
 def read_version_signature(path: Path, model: ModelEntry, filename: str) -> OnnxSignature | OnnxProblem:
     """The graph's IO, or the RB601 problem that keeps it from being read."""
-    if not resolves_inside(path, model.path):
+    listed = listed_file(model, path)
+    # A file the scan listed with no link on the way is inside the model folder: no lstat of each part.
+    if (listed is None or not listed.plain) and not resolves_inside(path, model.path):
         return OnnxProblem("RB601", f"{filename} leaves the model folder; not read", "copy the file into the model folder")
-    key = content_key(model, path)
+    key = content_key(model, path, listed)
     hit = _SIGNATURES.get(key) if key is not None else None
     if hit is not None:
         return hit

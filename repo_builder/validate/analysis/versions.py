@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from repo_builder.triton_config import versions_to_load as versions_to_load_by_policy
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.analysis.memo import model_fact
-from repo_builder.validate.records import ModelEntry, VersionDir
+from repo_builder.validate.records import FileEntry, ModelEntry, VersionDir
 
 
 def versions_to_load(model: ModelEntry) -> tuple[int, ...]:
@@ -31,10 +32,17 @@ def version_folder(model: ModelEntry, number: int) -> VersionDir | None:
     return None
 
 
-def content_key(model: ModelEntry, path: Path) -> tuple[str, int, int] | None:
-    """``(path, size, modification time)`` from the scan's stat of a file directly in one of the model's
-    version folders, for what is derived from its content; None for anything else (a folder, a link out,
-    a file deeper down)."""
+class Listed(NamedTuple):
+    """A file directly in one of a model's version folders, as the scan listed it."""
+
+    text: str  # its path
+    entry: FileEntry
+    plain: bool  # neither the version folder nor the file is a symlink: the path lies inside the model folder
+
+
+def listed_file(model: ModelEntry, path: Path) -> Listed | None:
+    """The scan's entry for ``path`` when it names a file directly in one of the model's version folders,
+    else None (a folder, a file deeper down, a path elsewhere)."""
     text = str(path)  # strings: pathlib's parents and comparisons cost more than the lookup itself
     above, name = os.path.split(text)
     model_folder, folder = os.path.split(above)
@@ -42,9 +50,22 @@ def content_key(model: ModelEntry, path: Path) -> tuple[str, int, int] | None:
         return None
     v = next((v for v in model.versions if v.name == folder), None)
     entry = v.entry(name) if v is not None else None
-    if entry is None or entry.is_dir or entry.escapes or entry.size is None or entry.mtime_ns is None:
+    if entry is None or entry.is_dir:
         return None
-    return (text, entry.size, entry.mtime_ns)
+    folder_entry = next((f for f in model.files if f.name == folder), None)
+    return Listed(text, entry, folder_entry is not None and not folder_entry.link and not entry.link)
+
+
+def content_key(model: ModelEntry, path: Path, listed: Listed | None = None) -> tuple[str, int, int] | None:
+    """``(path, size, modification time)`` from the scan's stat of a file directly in one of the model's
+    version folders, for what is derived from its content; None for anything else (a folder, a link out,
+    a file deeper down). ``listed``: ``listed_file(model, path)`` when the caller has it."""
+    if listed is None:
+        listed = listed_file(model, path)
+    entry = listed.entry if listed is not None else None
+    if listed is None or entry is None or entry.escapes or entry.size is None or entry.mtime_ns is None:
+        return None
+    return (listed.text, entry.size, entry.mtime_ns)
 
 
 def is_unlistable(problem: str | None) -> bool:
