@@ -10,7 +10,7 @@ from typing import Any
 from repo_builder.errors import UserError
 from repo_builder.nvcf import asset_input_name
 from repo_builder.pipelines.chain import chain_steps, render_chain
-from repo_builder.pipelines.dali_preprocess import IMAGE_SIZE
+from repo_builder.pipelines.dali_preprocess import FORMATS, IMAGE_SIZE
 from repo_builder.pipelines.family import RenderInputs
 from repo_builder.pipelines.nvcf_assets import nvcf_step_inputs
 from repo_builder.pipelines.option_files import describe_path
@@ -56,11 +56,12 @@ def classifier_logits(signature: Signature, labels: Sequence[str], origin: str) 
 
 def render_postprocess_step(
     env: Any, logits_dtype: str, labels: Sequence[str], settings: PipelineSettings, version: int, origin: str,
-    max_image_pixels: int | None = None,
+    max_image_pixels: int | None = None, resize: int | None = None,
 ) -> RenderedModel:
     """Softmax and top-k in Python; the labels travel as labels.txt beside model.py (read at run time).
     ``max_image_pixels``: a DALI preprocess step's limit; the step also takes IMAGE_SIZE (each image's header h, w)
-    and refuses a request whose image is over it (the DALI step did not decode it)."""
+    and refuses a request whose image the DALI step did not decode: over the limit, ``resize`` (its Resize(int))
+    past it, or no image."""
     names = step_names(settings.name)
     count = len(labels)
     if any("\n" in label or "\r" in label for label in labels):
@@ -80,7 +81,8 @@ def render_postprocess_step(
         env,
         "model/classification_postprocess.py.j2",
         {**ctx.postprocess_context(names["postprocess"], names["model"], logits, settings.top_k, count),
-         **({"image_size_name": IMAGE_SIZE, "max_image_pixels": max_image_pixels} if max_image_pixels is not None else {})},
+         **({"image_size_name": IMAGE_SIZE, "max_image_pixels": max_image_pixels, "resize": resize, "formats": FORMATS}
+            if max_image_pixels is not None else {})},
     )
     files: dict[str, Path | bytes] = {
         "model.py": source.encode(),
@@ -116,12 +118,15 @@ def render_classification_pipeline(
     comment: str,
     ensemble_input: Mapping[str, Any] | None = None,
     max_image_pixels: int | None = None,
+    resize: int | None = None,
 ) -> tuple[RenderedModel, ...]:
     """preprocess -> model -> top-k postprocess, and the ensemble clients call (``comment`` heads its config;
     ``ensemble_input``: the pipeline input's tensor when it is not one string per row, e.g. DALI's bytes;
-    ``max_image_pixels``: a DALI step's limit, IMAGE_SIZE carried from it to the postprocess step's check)."""
+    ``max_image_pixels``, ``resize``: a DALI step's limit and Resize(int), IMAGE_SIZE carried from it to the
+    postprocess step's check)."""
     names = step_names(settings.name)
-    post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin, max_image_pixels)
+    post = render_postprocess_step(env, logits.dtype, labels, settings, versions[names["postprocess"]], origin, max_image_pixels,
+                                   resize)
     _, outputs = ctx.classification_outputs(settings.top_k, len(labels))
     return render_chain(
         env, source, settings, versions, origin,

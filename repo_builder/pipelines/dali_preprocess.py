@@ -151,19 +151,79 @@ def _pipeline_args(device: str, max_batch_size: int, num_threads: int) -> dict[s
             "prefetch_queue_depth": 1, "exec_async": False, "exec_pipelined": False, "enable_conditionals": True}
 
 
-def _decode(fn: Any, types: Any, device: str, max_pixels: int) -> tuple[Any, Any, Any]:
-    """(the image's (h, w, c) from its header as int64, the decoded RGB image, the decoded image's (h, w, c) as
-    float32). An image whose header declares more than ``max_pixels`` is not decoded: the decoder gets BLANK_PNG
-    instead, whose size the geometry then uses (a refused 1 x 10^9 header must not size a resize either)."""
+# The leading bytes of every format DALI's decoders read (nvImageCodec: JPEG, PNG, TIFF, BMP, WebP, PNM, JPEG 2000),
+# as (offset, bytes) runs that must all match. A sample matching none is neither peeked nor decoded.
+SIGNATURES: tuple[tuple[tuple[int, bytes], ...], ...] = (
+    ((0, b"\xff\xd8\xff"),),  # JPEG
+    ((0, b"\x89PNG\r\n\x1a\n"),),
+    ((0, b"II*\x00"),), ((0, b"MM\x00*"),),  # TIFF, either byte order
+    ((0, b"RIFF"), (8, b"WEBP")),
+    ((0, b"\x00\x00\x00\x0cjP  \r\n\x87\n"),), ((0, b"\xff\x4f\xff\x51"),),  # JPEG 2000: file, codestream
+)
+SIGNATURE_BYTES = 16  # every check here reads within them
+PNM_KINDS = b"123456"  # P1 to P6
+# BMP's two letters alone are common in text: the DIB header's size (little-endian, under 256) must follow at 14.
+BMP_HEADER_SIZES = (12, 40, 52, 56, 64, 108, 124)
+FORMATS = "JPEG, PNG, TIFF, BMP, WebP, PNM or JPEG 2000"  # what postprocess names when it refuses the rest
+
+
+def _any_equal(value: Any, choices: bytes | tuple[int, ...]) -> Any:
+    found = value == choices[0]
+    for choice in choices[1:]:
+        found = found | (value == choice)
+    return found
+
+
+def _is_known_format(head: Any) -> Any:
+    """Per sample: do its first SIGNATURE_BYTES bytes (zero-padded) start an image DALI decodes? DALI arithmetic
+    only: fn.peek_image_shape and the decoders fail the whole batch (and the pipeline) on a sample they cannot read."""
+    found = (head[0] == ord("P")) & _any_equal(head[1], PNM_KINDS)
+    found = found | ((head[0] == ord("B")) & (head[1] == ord("M")) & _any_equal(head[14], BMP_HEADER_SIZES) & (head[15] == 0))
+    for runs in SIGNATURES:
+        match = None
+        for offset, run in runs:
+            for index, byte in enumerate(run):
+                equal = head[offset + index] == byte
+                match = equal if match is None else match & equal
+        found = found | match
+    return found
+
+
+def _resized_sides(height: Any, width: Any, size: int) -> tuple[Any, Any]:
+    """torchvision's Resize(int) in int64: the shorter side becomes ``size``, the longer size * long // short, which
+    is torchvision's int(size * long / short) while size * long < 2^53 (float64 division is correctly rounded)."""
+    dmath = _math()
+    wide = width >= height
+    # A side under 1 (a refused sample's header) is not divided by: max(..., 1); the refusal does not rely on this.
+    new_h = wide * size + (1 - wide) * ((size * height) // dmath.max(width, 1))
+    new_w = wide * ((size * width) // dmath.max(height, 1)) + (1 - wide) * size
+    return new_h, new_w
+
+
+def _decode(fn: Any, types: Any, device: str, max_pixels: int, resize: int | None = None) -> tuple[Any, Any, Any]:
+    """(the image's (h, w, c) from its header, the decoded RGB image, the decoded image's (h, w, c); int64). The decoder gets BLANK_PNG instead of a sample that is not one of FORMATS (its header is then
+    (0, 0, 3)), or whose header declares more than ``max_pixels``, or (``resize``: a classifier's Resize(int))
+    whose resize before the crop would; the geometry then uses the blank's size (a refused 1 x 10^9 header must
+    not size a resize either), and the postprocess step refuses that request from the header it gets."""
     data = fn.external_source(name=INPUT, dtype=types.UINT8, ndim=1)
-    header = fn.peek_image_shape(data)  # H, W, C (int64), read from the header only
+    head = fn.slice(data, 0, SIGNATURE_BYTES, axes=[0], out_of_bounds_policy="pad", fill_values=0)
+    # DALI conditionals: each `if` splits the batch per sample and merges it after, so fn.peek_image_shape only
+    # reads samples that start like an image.
+    if _is_known_format(head):
+        header = fn.peek_image_shape(data)  # H, W, C (int64), read from the header only
+    else:
+        header = fn.constant(idata=[0, 0, 3], dtype=types.INT64)
     limit = types.Constant(max_pixels, dtype=types.INT64)  # a plain int constant is int32: a limit past it would not build
-    # A DALI conditional: split per sample, merged before the decoder. Each side is checked first, so a product
-    # past int64 (two 32-bit sides) cannot wrap under the limit.
-    if (header[0] > limit) | (header[1] > limit) | (header[0] * header[1] > limit):
+    height, width = header[0], header[1]
+    # Each side is checked first, so a product past int64 (two 32-bit sides) cannot wrap under the limit.
+    refused = (height < 1) | (width < 1) | (height > limit) | (width > limit) | (height * width > limit)
+    if resize is not None:  # sides checked first, as above: each new side is then under resize x limit
+        new_h, new_w = _resized_sides(height, width, resize)
+        refused = refused | (new_h * new_w > limit)
+    if refused:
         data = fn.constant(idata=list(BLANK_PNG), dtype=types.UINT8)
     image = fn.decoders.image(data, device="mixed" if device == "gpu" else "cpu", output_type=types.RGB)
-    shape = fn.cast(fn.peek_image_shape(data), dtype=types.FLOAT)  # what is decoded: the image, or the blank
+    shape = fn.peek_image_shape(data)  # what is decoded (int64): the image, or the blank
     return header, image, shape
 
 
@@ -199,13 +259,10 @@ def define_classifier(plan: ClassifierPlan, device: str, max_batch_size: int = D
 
     @pipeline_def(**_pipeline_args(device, max_batch_size, num_threads))  # type: ignore[untyped-decorator]
     def classifier() -> Any:
-        header, image, shape = _decode(fn, types, device, plan.max_image_pixels)
-        height, width = shape[0], shape[1]
-        # torchvision Resize(int): the shorter side becomes `resize`, the longer int(resize * long / short).
-        size = float(plan.resize)
-        wide = width >= height
-        new_h = wide * size + (1 - wide) * _floor(size * height / width)
-        new_w = wide * _floor(size * width / height) + (1 - wide) * size
+        header, image, shape = _decode(fn, types, device, plan.max_image_pixels, resize=plan.resize)
+        # torchvision Resize(int), the same int64 arithmetic the pixel limit counts the resize with (_decode).
+        sides = _resized_sides(shape[0], shape[1], plan.resize)
+        new_h, new_w = (fn.cast(side, dtype=types.FLOAT) for side in sides)
         resized = fn.resize(image, device=device, resize_x=new_w, resize_y=new_h,
                             interp_type=getattr(types, INTERPOLATIONS[plan.interpolation]), antialias=True)
         # torchvision center_crop: int(round((side - crop) / 2.0)), ties to even.
@@ -235,7 +292,7 @@ def define_letterbox(plan: LetterboxPlan, device: str, max_batch_size: int = DEF
     @pipeline_def(**_pipeline_args(device, max_batch_size, num_threads))  # type: ignore[untyped-decorator]
     def letterbox() -> Any:
         header, image, shape = _decode(fn, types, device, plan.max_image_pixels)
-        height, width = shape[0], shape[1]
+        height, width = fn.cast(shape[0], dtype=types.FLOAT), fn.cast(shape[1], dtype=types.FLOAT)
         box_h, box_w = float(plan.imgsz[0]), float(plan.imgsz[1])
         # LetterBox.get_params: r = min(h_box / h, w_box / w); new = max(round(side * r), 1).
         dmath = _math()

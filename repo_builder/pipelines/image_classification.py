@@ -88,7 +88,7 @@ def render_image_pipeline(
         return render_classification_pipeline(
             env, source, settings, versions, origin, preprocess=pre_model, pipeline_input=IMAGE_INPUT,
             model_inputs=[model_input.name], logits=logits, labels=labels, ensemble_input=dali_input_tensor(),
-            max_image_pixels=settings.max_image_pixels,
+            max_image_pixels=settings.max_image_pixels, resize=int(pre["resize"]),
             comment="Clients call this: IMAGE (the encoded image's bytes, TYPE_UINT8 [-1]) -> LABELS, SCORES, CLASS_IDS (top-k).",
         )
     budget = budget_context(settings, settings.decode_instance_count)

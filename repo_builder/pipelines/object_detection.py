@@ -28,7 +28,7 @@ from repo_builder.export.ultralytics_detector import (
     read_labels_file,
     write_detector_export,
 )
-from repo_builder.pipelines.dali_preprocess import LetterboxPlan, define_letterbox
+from repo_builder.pipelines.dali_preprocess import FORMATS, LetterboxPlan, define_letterbox
 from repo_builder.pipelines.dali_step import (
     PREPROCESS_OPTION,
     dali_input_tensor,
@@ -246,7 +246,7 @@ def render_detection(inputs: RenderInputs, choices: DetectionChoices, dali: bool
     )
     post_context = postprocess_context(detection, choices, num_classes)
     if dali:  # the DALI step swaps an image over the limit for a blank; its IMAGE_SHAPES tell postprocess to refuse it
-        post_context["max_image_pixels"] = settings.max_image_pixels
+        post_context.update(max_image_pixels=settings.max_image_pixels, formats=FORMATS)
     post_source = render_source(inputs.env, "model/detection_postprocess.py.j2", post_context)
     post = RenderedModel(names["postprocess"], "postprocess", inputs.versions[names["postprocess"]], post_config,
                          {"model.py": post_source.encode(), "labels.txt": ("\n".join(labels) + "\n").encode("utf-8")})

@@ -104,13 +104,17 @@ def test_served_postprocess_refuses_only_the_request_whose_image_the_dali_step_d
 
     # Sent together, so the dynamic batcher may put them in one execute(): the refusal must stay the one request's.
     with ThreadPoolExecutor(4) as pool:
-        good, over, lying, at_limit = pool.map(lambda hw: send(*hw), [(375, 500), (30000, 30000), (1, LIMIT + 1), (LIMIT // 10, 10)])
+        good, over, lying, at_limit, thin, garbage = pool.map(lambda hw: send(*hw), [
+            (375, 500), (30000, 30000), (1, LIMIT + 1), (LIMIT // 10000, 10000), (2_000_000, 20), (0, 0)])
     for answer in (good, at_limit):
         assert isinstance(answer, dict) and answer["CLASS_IDS"][0][0] == int(np.argmax(logits)), answer
     assert isinstance(over, str) and (
         f"image 0 of this request: image of 30000x30000 = 900000000 pixels is over this step's limit of {LIMIT} pixels "
         "(MAX_IMAGE_PIXELS; rebuild with --max-image-pixels N to raise it), refused before decoding") in over, over
     assert isinstance(lying, str) and f"image of {LIMIT + 1}x1 = {LIMIT + 1} pixels" in lying, lying
+    # Under the limit, but its resize before the crop (shorter side 256) is not: 256 x 25,600,000.
+    assert isinstance(thin, str) and "image of 20x2000000 resizes to 256x25600000 = 6553600000 pixels before its crop" in thin
+    assert isinstance(garbage, str) and "image 0 of this request: cannot decode image: its first bytes are not those of" in garbage
 
 
 def test_validate_passes_dali_repository_on_gpu_target_and_refuses_it_on_cpu_target(repo: Path) -> None:
@@ -214,4 +218,7 @@ def _check_served_detection_postprocess(out: Path, imgsz: int) -> None:
         assert send(375, 500)["COUNT"].tolist() == [[0]]
         with pytest.raises(InferenceServerException, match="image of 30000x30000 = 900000000 pixels is over this step's limit"):
             send(30000, 30000)
+        with pytest.raises(InferenceServerException, match="image 0 of this request: cannot decode image: its first bytes are not"):
+            send(0, 0)  # what the DALI step's IMAGE_SHAPES say of a sample that is not an image
+        assert send(20, 4_000_000)["COUNT"].tolist() == [[0]]  # a letterbox never outgrows imgsz: no resize check
         assert send(375, 500)["COUNT"].tolist() == [[0]]

@@ -11,6 +11,7 @@ import io
 import resource
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -194,12 +195,16 @@ def test_dali_classifier_uses_the_build_limit_and_decodes_an_image_exactly_at_it
     assert np.array_equal(pixels[0], pixels[1]) is not decoded  # over the limit: the blank's pixels
 
 
-def test_dali_gpu_flavour_checks_the_header_before_the_mixed_decoder() -> None:
+def test_dali_gpu_flavour_checks_the_signature_and_header_before_the_mixed_decoder() -> None:
     pipeline = read_dali_pipeline(bytes(define_letterbox(LetterboxPlan((640, 640)), "gpu", max_batch_size=8).serialize()))
     ops = pipeline.op_names
     assert {"_conditional__Split", "_conditional__Merge", "Constant"} <= set(ops)
-    # The split on the header's size comes before the decoder; the decoder reads what the merge gives it.
-    assert ops.index("PeekImageShape") < ops.index("_conditional__Split") < ops.index("_conditional__Merge") < ops.index("decoders__Image")
+    splits = [i for i, op in enumerate(ops) if op == "_conditional__Split"]
+    merges = [i for i, op in enumerate(ops) if op == "_conditional__Merge"]
+    peeks = [i for i, op in enumerate(ops) if op == "PeekImageShape"]
+    # The first bytes split the batch before the header is peeked (in one branch); the header's size splits it again
+    # before the decoder, which reads what the last merge gives it.
+    assert ops.index("Slice") < splits[0] < peeks[0] < merges[0] < splits[-1] < merges[-1] < ops.index("decoders__Image")
     assert pipeline.output_devices == ("gpu", "cpu")
 
 
@@ -209,3 +214,130 @@ def test_dali_plans_refuse_a_pixel_limit_below_one_and_build_one_past_int32() ->
     pipe = define_letterbox(LetterboxPlan((640, 640), max_image_pixels=2**40), "cpu", max_batch_size=1)
     pipe.build()  # DALI's plain int constants are int32: the limit is an int64 constant
     assert _run(pipe, _photos(500, 375, 1))[1].tolist() == [[375, 500, 640, 640]]
+
+
+# --- a resize past the limit (classifier) and samples that are not images: never decoded, refused by postprocess ---
+
+def _thin_png(width: int, height: int) -> bytes:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.step_repository import zeros_png
+
+    return zeros_png(width, height)
+
+
+def _postprocess_refusals(plan: ClassifierPlan, headers: list[list[int]]) -> list[str | None]:
+    """The classifier's postprocess step (as a DALI build renders it) judging IMAGE_SIZE rows, one request each."""
+    from types import SimpleNamespace
+
+    from support.step_repository import import_step
+
+    from repo_builder.pipelines.dali_preprocess import FORMATS
+    from repo_builder.render import context as ctx
+    from repo_builder.render.environment import make_environment
+    from repo_builder.render.render import render_source
+    from repo_builder.spec import TensorSpec
+
+    context = {**ctx.postprocess_context("m_postprocess", "m_model", TensorSpec("LOGITS", "float32", ("batch", 10)), 5, 10),
+               "image_size_name": "IMAGE_SIZE", "max_image_pixels": plan.max_image_pixels, "resize": plan.resize, "formats": FORMATS}
+    with tempfile.TemporaryDirectory(prefix="dali-post-") as folder:
+        (Path(folder) / "model.py").write_text(render_source(make_environment(), "model/classification_postprocess.py.j2", context))
+        step = import_step(Path(folder) / "model.py", f"dali_post_{plan.max_image_pixels}")
+    step.pb_utils = SimpleNamespace(get_input_tensor_by_name=lambda request, name: SimpleNamespace(as_numpy=lambda: request))
+    return [step.refusal(np.array([row], dtype=np.int64)) for row in headers]
+
+
+# 80 megapixels, under the default limit; resized (shorter side 232): 232 x 46,400,000. (DALI's CPU decoder, libpng,
+# cannot decode it: over libpng's 1,000,000 rows, so the batch failed before.) 20 x 900,000 decodes, and its resize
+# is 232 x 10,440,000: 7 GB. 10 x 10,000,000: 232 x its height is past int32 (the graph counts in int64).
+THIN = 20, 4_000_000
+
+
+@pytest.mark.parametrize("size, limit", [(THIN, RESNET_V2.max_image_pixels), ((20, 900_000), RESNET_V2.max_image_pixels),
+                                         ((10, 10_000_000), 10**9)],
+                         ids=["20x4000000-default-limit", "20x900000-default-limit", "10x10000000-resize-past-int32"])
+def test_dali_classifier_never_decodes_an_image_whose_resize_is_over_the_limit_and_answers_its_neighbours(
+    size: tuple[int, int], limit: int
+) -> None:
+    from dataclasses import replace
+
+    plan = replace(RESNET_V2, max_image_pixels=limit)
+    good, thin = _photos(500, 375, 2), _thin_png(*size)
+    pipe = define_classifier(plan, "cpu", max_batch_size=3)
+    pipe.build()
+    alone = _run(pipe, [good[0], BLANK_PNG, good[1]])[0]
+    before, start = _peak_rss(), time.perf_counter()
+    pixels, sizes = _run(pipe, [good[0], thin, good[1]])
+    seconds, grown = time.perf_counter() - start, _peak_rss() - before
+    # Decoding it: 240-300 MB and about a second; resizing it before the crop: 10^10 pixels.
+    assert seconds < 1.0 and grown < 150 * 2**20, (seconds, grown)
+    np.testing.assert_array_equal(pixels, alone)  # the blank in its place, the neighbours exact
+    assert sizes.tolist() == [[375, 500], [size[1], size[0]], [375, 500]]
+    new_long = plan.resize * size[1] // size[0]
+    (refusal,) = _postprocess_refusals(plan, [[size[1], size[0]]])
+    assert refusal == (f"IMAGE: image 0 of this request: image of {size[0]}x{size[1]} resizes to {plan.resize}x{new_long} = "
+                       f"{plan.resize * new_long} pixels before its crop, over this step's limit of {limit} pixels "
+                       "(MAX_IMAGE_PIXELS; rebuild with --max-image-pixels N to raise it), refused before decoding")
+
+
+def test_dali_classifier_and_its_postprocess_refuse_the_same_images_at_the_resize_limit() -> None:
+    from dataclasses import replace
+
+    # 100 x 40 resizes (shorter side 232) to 580 x 232 = 134,560 pixels: more than it has (4,000).
+    limit = 580 * 232
+    sizes = [(100, 40), (101, 40), (40, 100), (40, 101), (300, 300), (367, 366), (400, 400)]
+    images = [encoded for width, height in sizes for encoded in [_png(width, height)]]
+    plan = replace(RESNET_V2, max_image_pixels=limit)
+    pipe = define_classifier(plan, "cpu", max_batch_size=len(images) + 1)
+    pipe.build()
+    pixels, headers = _run(pipe, [*images, BLANK_PNG])
+    blanked = [bool(np.array_equal(row, pixels[-1])) for row in pixels[:-1]]
+    # 101 x 40: 585 x 232 = 135,720; 367 x 366: header 134,322 and 232 x 232 after; 400 x 400: its header is over.
+    assert blanked == [False, True, False, True, False, False, True]
+    assert [refusal is not None for refusal in _postprocess_refusals(plan, headers[:-1].tolist())] == blanked
+
+
+def _png(width: int, height: int, fmt: str = "PNG") -> bytes:
+    from PIL import Image
+
+    rows, cols = np.mgrid[0:height, 0:width]
+    buffer = io.BytesIO()
+    Image.fromarray(np.stack([rows * 7 % 256, cols * 5 % 256, (rows + cols) % 256], axis=-1).astype(np.uint8)).save(buffer, fmt)
+    return buffer.getvalue()
+
+
+NOT_IMAGES = [b"hello, this is not an image", b"", b"BM but a text", b"P7 332\n", _png(40, 30, "GIF")]
+
+
+@pytest.mark.parametrize("define, plan", [(define_classifier, RESNET_V2), (define_letterbox, LetterboxPlan((640, 640)))],
+                         ids=["classifier", "letterbox"])
+def test_dali_pipeline_answers_a_batch_mixing_images_and_samples_that_are_not_images(define: object, plan: object) -> None:
+    good = _photos(500, 375, 2)
+    pipe = define(plan, "cpu", max_batch_size=len(NOT_IMAGES) + 2)  # type: ignore[operator]
+    pipe.build()
+    alone = _run(pipe, [good[0], *[BLANK_PNG] * len(NOT_IMAGES), good[1]])
+    pixels, shapes = _run(pipe, [good[0], *NOT_IMAGES, good[1]])
+    np.testing.assert_array_equal(pixels, alone[0])  # the blank for each, the neighbours exact
+    # (0, 0): what postprocess refuses as "cannot decode image" (GIF: DALI's decoders do not read it).
+    assert [row[:2] for row in shapes.tolist()] == [[375, 500], *[[0, 0]] * len(NOT_IMAGES), [375, 500]]
+    if define is define_classifier:
+        assert _postprocess_refusals(RESNET_V2, [[0, 0]]) == [
+            "IMAGE: image 0 of this request: cannot decode image: its first bytes are not those of a JPEG, PNG, TIFF, BMP, "
+            "WebP, PNM or JPEG 2000 file, or its header declares no pixels"]
+
+
+def test_dali_classifier_decodes_every_format_its_signature_check_lets_through() -> None:
+    formats = ["PNG", "JPEG", "BMP", "TIFF", "WEBP", "PPM", "JPEG2000"]
+    pipe = define_classifier(RESNET_V2, "cpu", max_batch_size=len(formats) + 1)
+    pipe.build()
+    pixels, sizes = _run(pipe, [*[_png(240, 230, fmt) for fmt in formats], BLANK_PNG])
+    assert sizes.tolist() == [[230, 240]] * len(formats) + [[8, 8]]
+    assert not any(np.array_equal(row, pixels[-1]) for row in pixels[:-1])
+
+
+def test_dali_pipeline_still_fails_its_batch_on_a_file_with_an_image_signature_and_a_broken_header() -> None:
+    """The limit docs/security.md states: the signature check cannot parse a header (no loops over bytes in DALI's
+    graph), so fn.peek_image_shape fails the whole batch on such a file, as the decoders do on a broken body."""
+    pipe = define_classifier(RESNET_V2, "cpu", max_batch_size=2)
+    pipe.build()
+    with pytest.raises(RuntimeError, match="peek_image_shape"):
+        _run(pipe, [_photos(500, 375, 1)[0], b"\xff\xd8\xff\xe0 then no JPEG marker"])

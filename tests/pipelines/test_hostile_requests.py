@@ -176,3 +176,33 @@ def test_token_step_refuses_a_text_of_10mb_whitespace_naming_it_when_no_prefix_s
     assert "text 1 of this request" in message and "do not hold 128 tokens' worth of whole words" in message, message
     assert seconds < FAST
     assert_unharmed(server, baseline)
+
+
+@pytest.mark.parametrize("size", [(20, 4_000_000), (20, 900_000)], ids=["20x4000000", "20x900000"])
+def test_image_step_resizing_with_torch_refuses_a_thin_image_whose_resize_is_over_the_limit_and_pillow_answers_it(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """--resize-with torch resizes the whole image before its crop (20 x 4,000,000: 232 x 46,400,000 = 10.8 G pixels,
+    32 GB): refused from the header. The Pillow step resamples only the crop's source region, so it answers it at the
+    decoded image's cost, which the pixel limit bounds (docs/security.md)."""
+    from support.perf_steps import write_image_preprocess
+    from support.step_repository import import_step
+
+    thin = zeros_png(*size)
+    steps = {which: import_step(write_image_preprocess(tmp_path, resize_with=which), f"thin_{which}") for which in ("torch", "pillow")}
+    model = steps["torch"].TritonPythonModel()
+    model.initialize({})
+    start = time.perf_counter()
+    with pytest.raises(ValueError) as caught:
+        model.pixels(thin)
+    new_long = 232 * size[1] // size[0]
+    assert str(caught.value) == (f"image of {size[0]}x{size[1]} resizes to 232x{new_long} = {232 * new_long} pixels before its crop, "
+                                 f"over this step's limit of {DEFAULT_MAX_IMAGE_PIXELS} pixels (MAX_IMAGE_PIXELS; rebuild with "
+                                 "--max-image-pixels N to raise it), refused before decoding")
+    assert time.perf_counter() - start < 0.1  # the header only
+    model.finalize()
+    if size[1] < 1_000_000:  # the Pillow step answers it (decoding 18 megapixels, not resizing 2.4 G pixels)
+        pillow = steps["pillow"].TritonPythonModel()
+        pillow.initialize({})
+        assert pillow.pixels(thin).shape == (224, 224, 3)
+        pillow.finalize()
