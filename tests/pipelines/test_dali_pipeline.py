@@ -341,3 +341,22 @@ def test_dali_pipeline_still_fails_its_batch_on_a_file_with_an_image_signature_a
     pipe.build()
     with pytest.raises(RuntimeError, match="peek_image_shape"):
         _run(pipe, [_photos(500, 375, 1)[0], b"\xff\xd8\xff\xe0 then no JPEG marker"])
+
+
+def test_dali_decoder_converts_16bit_png_to_8bit_by_rounding_v_over_257_not_by_the_high_byte() -> None:
+    """The DALI steps' colour rule for 16-bit images, measured (docs/security.md): DALI's decoder gives
+    round(v / 257), where the Python steps keep the high byte (v >> 8), as Pillow and OpenCV do; the two differ by
+    at most one level. Neither clips: grey stays grey, not white. An identity plan (16 x 16, no crop, mean 0,
+    std 1) shows the decoded pixels."""
+    import cv2
+
+    rng = np.random.default_rng(0)
+    grey = rng.integers(0, 65536, (16, 16), dtype=np.uint16)
+    colour = rng.integers(0, 65536, (16, 16, 3), dtype=np.uint16)
+    images = [cv2.imencode(".png", grey)[1].tobytes(), cv2.imencode(".png", colour[..., ::-1])[1].tobytes()]
+    plan = ClassifierPlan(16, (16, 16), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), layout="NHWC")
+    decoded = np.rint(_run(define_classifier(plan, "cpu", max_batch_size=2), images)[0] * 255.0)  # the pixels output
+    for pixels, sixteen in zip(decoded, [np.repeat(grey[..., None], 3, axis=2), colour], strict=True):
+        assert np.array_equal(pixels, np.round(sixteen / 257.0))
+        high = (sixteen >> 8).astype(np.float64)
+        assert not np.array_equal(pixels, high) and np.abs(pixels - high).max() == 1.0
