@@ -256,6 +256,72 @@ def read_repository_file(path: Path, root: Path, kind: FileKind, what: str | Non
     return data
 
 
+def _open_at(name: str, flags: int, dir_fd: int | None) -> int:
+    return os.open(name, flags, dir_fd=dir_fd)
+
+
+def open_root(root: Path) -> int:
+    """A descriptor of the repository root as given (its own links are the user's and followed), for
+    ``open_folder_at``; ``OSError`` when it cannot be opened. The caller closes it."""
+    return _open_at(os.fspath(root), _ROOT_FLAGS, None)
+
+
+def open_folder_at(parent_fd: int, name: str) -> int:
+    """A descriptor of the folder ``name`` inside the folder open as ``parent_fd``, opened without following
+    a link (``O_NOFOLLOW``: a link there, or one swapped in, fails with ``ELOOP``); ``OSError`` otherwise.
+    The caller closes it. A scan opens each model folder once this way and reads its files relative to it
+    (``read_entry_at``) instead of walking each file's path from the root again."""
+    return _open_at(name, _DIR_FLAGS, parent_fd)
+
+
+def read_entry_at(dir_fd: int, entry: os.DirEntry[str], kind: FileKind) -> bytes:
+    """The bytes of ``entry``, listed by ``os.scandir(dir_fd)`` of a folder opened without following links
+    (``open_folder_at``): ``read_repository_file``'s guarantees with one open instead of a walk.
+
+    The listing's type stands for the ``lstat`` before the open (it is the same check: only a regular file
+    that is no link is opened; ``DirEntry`` asks the kernel itself where the file system gives no type),
+    the open refuses a link swapped in since (``O_NOFOLLOW``), ``fstat`` then checks the opened file is
+    regular and within ``kind``'s limit. ``UnsafeFile`` for anything else (callers wanting the path-based
+    reader's exact words for a link or a special file call it for those)."""
+    label = entry.name
+    try:
+        regular = entry.is_file(follow_symlinks=False)
+    except OSError as exc:
+        raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}", "unreadable") from None
+    if not regular:
+        raise UnsafeFile(f"{label} is not a regular file that is no symlink; not read", "special")
+    try:
+        fd = _open_at(entry.name, _FLAGS, dir_fd)
+    except OSError as exc:
+        raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}", "unreadable") from None
+    try:
+        st = os.fstat(fd)
+        _refuse_kind(st.st_mode, label)
+        if not kind.prefix and st.st_size > kind.limit:
+            raise UnsafeFile(
+                f"{label} is {st.st_size:,} bytes, over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big"
+            )
+        # A short read of a regular file is its end: one read of the size fstat gave plus one byte (to see a
+        # file that grew), bounded by the limit; only a file that filled it is read on.
+        want = min(st.st_size + 1, kind.limit + (0 if kind.prefix else 1))
+        data = os.read(fd, want)
+        while len(data) == want and len(data) <= kind.limit and not kind.prefix:
+            more = os.read(fd, min(4 * MiB, kind.limit + 1 - len(data)))
+            if not more:
+                break
+            data += more
+            want = len(data)
+    except OSError as exc:
+        raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}", "unreadable") from None
+    finally:
+        os.close(fd)
+    if kind.prefix:
+        return data[: kind.limit]
+    if len(data) > kind.limit:  # grew while being read
+        raise UnsafeFile(f"{label} is over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big")
+    return data
+
+
 def json_depth(value: Any) -> int:
     """Nesting depth of parsed JSON (iterative: no recursion on hostile input)."""
     deepest = 0

@@ -23,7 +23,7 @@ from repo_builder.triton_layout import CONFIG_FILE
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-__all__ = ["MAX_CONFIG_BYTES", "ConfigParseError", "ConfigRead", "new_config", "parse_config_text", "read_config_file", "versions_to_load"]
+__all__ = ["MAX_CONFIG_BYTES", "ConfigParseError", "ConfigRead", "config_from_bytes", "new_config", "parse_config_text", "read_config_file", "versions_to_load"]
 
 # Triton sets no size limit of its own: core reads the whole file into a string and hands it to
 # protobuf's text parser (model_config_utils.cc, ReadTextProto), which stops near 2 GiB. Configs with
@@ -81,6 +81,12 @@ def read_config_file(path: Path, root: Path | None = None) -> ConfigRead:
         raw = read_repository_file(path, root if root is not None else path.parent.parent, CONFIG, CONFIG_FILE)
     except UnsafeFile as exc:
         return ConfigRead(None, None, str(exc))
+    return config_from_bytes(raw)
+
+
+def config_from_bytes(raw: bytes) -> ConfigRead:
+    """``read_config_file``'s verdict on bytes the guarded reader returned (validate's scan reads them
+    relative to the model folder's descriptor)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

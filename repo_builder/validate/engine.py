@@ -156,17 +156,21 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     plain = [r for r in every if not r.ensemble_only]
     # Most models set few of the config's sections: the rules a model's sections leave open, planned once
     # per distinct set (a repository has a handful), skip the rest without a call.
-    plans: dict[tuple[bool, frozenset[str] | None], Plan] = {}
+    # Keyed by the field descriptors ListFields gives (in field order: one tuple per set), their names read
+    # only when a new set needs planning.
+    plans: dict[tuple[bool, tuple[object, ...] | None], Plan] = {}
     # A folder that is not a repository (a model folder, an export): its subfolders are no models, and
     # judging them would only bury the one diagnostic that says what to pass instead.
     wrong_folder = any(d.severity == Severity.ERROR for d in diagnostics)
     for model in () if wrong_folder else judging_order(repository):
         found: list[Diagnostic] = []
         gates: dict[Gate, bool] = {}  # each family's gate, asked once for this model
-        key = (model.is_ensemble, config_sections(model))
+        cfg = model.config
+        key = (model.is_ensemble, None if cfg is None else tuple(f for f, _ in cfg.ListFields()))
         plan = plans.get(key)
         if plan is None:
-            plan = plans[key] = _segments([r for r in (every if key[0] else plain) if section_open(r, key[1])])
+            sections = config_sections(model)
+            plan = plans[key] = _segments([r for r in (every if key[0] else plain) if section_open(r, sections)])
         for gate, segment in plan:
             if gate is not None:
                 open_ = gates.get(gate)

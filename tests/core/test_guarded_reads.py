@@ -24,7 +24,10 @@ from repo_builder.guarded_read import (
     FileKind,
     UnsafeFile,
     loads_json,
+    open_folder_at,
     open_repository_file,
+    open_root,
+    read_entry_at,
     read_repository_file,
 )
 
@@ -42,6 +45,7 @@ NOT_A_FILE = "not a file read (a Triton model load, a URL, a socket)"
 # "module::function::call" -> why it may bypass the guarded reader.
 EXCEPTIONS: dict[str, str] = {
     "guarded_read.py::_open_beneath::os.open": "the guarded reader itself",
+    "guarded_read.py::_open_at::os.open": "the guarded reader itself (relative to a folder's descriptor)",
     "environment.py::silence_stdout::os.open": "not a read: /dev/null opened to silence a dead stdout",
     "safe_paths.py::write_in_place::open": "a write, not a read: a report to /dev/stdout-like targets the user named",
     "triton/descendants.py::_carries::_PROC / str(pid) / 'environ'.read_bytes": "not a repository file: /proc of the server's own process tree",
@@ -296,3 +300,60 @@ def test_loads_json_refuses_when_nested_deeper_than_the_limit(text: str) -> None
 
 def test_loads_json_returns_data_when_nested_within_the_limit() -> None:
     assert loads_json('{"a": [[1]]}', "plan.json") == {"a": [[1]]}
+
+
+def _listed(fd: int) -> dict[str, os.DirEntry[str]]:
+    with os.scandir(fd) as it:
+        return {e.name: e for e in it}
+
+
+def test_read_entry_at_reads_a_regular_file_and_refuses_links_folders_fifos_and_big_files(
+    root: Path, outside: Path
+) -> None:
+    (root / "m" / "out.pbtxt").symlink_to(outside)
+    (root / "m" / "inside.pbtxt").symlink_to("config.pbtxt")  # a link that stays inside: the path reader's case
+    (root / "m" / "sub").mkdir()
+    os.mkfifo(root / "m" / "fifo")
+    (root / "m" / "big").write_bytes(b"x" * 101)
+    top = open_root(root)
+    try:
+        fd = open_folder_at(top, "m")
+    finally:
+        os.close(top)
+    try:
+        entries = _listed(fd)
+        assert read_entry_at(fd, entries["config.pbtxt"], CONFIG) == b'name: "m"\n'
+        for name, reason in (("out.pbtxt", "special"), ("inside.pbtxt", "special"), ("sub", "special"), ("fifo", "special")):
+            with pytest.raises(UnsafeFile) as caught:
+                read_entry_at(fd, entries[name], CONFIG)
+            assert caught.value.reason == reason and "ghp_SECRET" not in str(caught.value)
+        with pytest.raises(UnsafeFile) as caught:
+            read_entry_at(fd, entries["big"], FileKind("thing", 100))
+        assert caught.value.reason == "too-big"
+    finally:
+        os.close(fd)
+
+
+def test_read_entry_at_never_follows_a_link_swapped_in_after_the_listing(root: Path, outside: Path) -> None:
+    top = open_root(root)
+    fd = open_folder_at(top, "m")
+    os.close(top)
+    try:
+        entry = _listed(fd)["config.pbtxt"]  # listed as a regular file
+        (root / "m" / "config.pbtxt").unlink()
+        (root / "m" / "config.pbtxt").symlink_to(outside)
+        with pytest.raises(UnsafeFile) as caught:
+            read_entry_at(fd, entry, CONFIG)
+        assert caught.value.reason == "unreadable" and "ghp_SECRET" not in str(caught.value)
+    finally:
+        os.close(fd)
+
+
+def test_open_folder_at_refuses_a_folder_that_is_a_link(root: Path, outside: Path) -> None:
+    (root / "out").symlink_to(outside.parent)
+    top = open_root(root)
+    try:
+        with pytest.raises(OSError):
+            os.close(open_folder_at(top, "out"))
+    finally:
+        os.close(top)
