@@ -7,10 +7,14 @@ sent side by side; before each, every server process's peak (VmHWM) is reset (/p
 peaks are read back. Reported: medians of the sum of the peaks (tritonserver + stubs), of the largest single
 process's peak, and of the time per request.
 
-Worst accepted requests: image steps, two PNGs of zeros of 9000 x 9000 = 81 megapixels (under the 89.5 MP limit;
-a third would pass the 2 GiB budget); text steps, 8 texts of 8,000,000 bytes of words in one request (64 MB, at the
-byte cap; the token classifier built with --long-texts truncate, which accepts them). --quick uses the text and image
-classifiers only, smaller requests and one round: it checks that the benchmark runs, and never writes BENCHMARKS.md.
+Worst accepted requests: image steps (classifier, detector, instance segmenter), two PNGs of zeros of 9000 x 9000 =
+81 megapixels (under the 89.5 MP limit; a third would pass the 2 GiB budget); text steps (classifier, token
+classifier, embedder), 8 texts of 8,000,000 bytes of words in one request (64 MB, at the byte cap; the token classifier
+built with --long-texts truncate, which accepts them); the text recognizer, two RGB PNGs of zeros of 9000 x 9000 (its
+step reads a request's images one after another, so its estimate is the bytes held plus the largest image's work,
+1910 MiB for an 81-megapixel RGB image: the largest square under the pixel limit, which RGB makes the costliest).
+--quick uses the text and image classifiers only, smaller requests and one round: it checks that the benchmark runs,
+and never writes BENCHMARKS.md.
 
     .venv/bin/python scripts/bench/request_limits.py [--quick] [--json PATH] [--workdir DIR] [--rounds N] [--no-report]
 """
@@ -35,13 +39,17 @@ sys.path.insert(0, str(ROOT / "tests"))  # support/: the tiny detector the tests
 
 import numpy as np  # noqa: E402
 from _report import write_section  # noqa: E402
-from support.step_repository import zeros_png  # noqa: E402
+from support.step_repository import import_step, shared_tiny_segmenter, zeros_png  # noqa: E402
 
 from repo_builder.cli.main import main as cli  # noqa: E402
 
 WORDS = "Ada Lovelace met George Washington in London . "
-FAMILIES = {"cls": "image-classifier", "det": "object-detector", "txt": "text-classifier", "ner": "token-classifier"}
-TEXT_MODELS = ("txt", "ner")
+FAMILIES = {"cls": "image-classifier", "det": "object-detector", "seg": "instance-segmenter", "txt": "text-classifier",
+            "ner": "token-classifier", "emb": "text-embedder", "ocr": "text-recognizer"}
+TEXT_MODELS = ("txt", "ner", "emb")
+# The Python steps measured per family: the client-facing one, and the segmenter's masks step too.
+STEPS = {name: (f"{name}_preprocess",) for name in FAMILIES} | {"seg": ("seg_preprocess", "seg_postprocess")}
+OCR_CALLED = ("ocr_model", "ocr_cls_model", "ocr_rec_model")  # the OCR step's models (BLS), which its ensemble does not load
 FIELDS = ("sum_mib", "step_peak_mib", "step_after_mib", "seconds")
 
 
@@ -49,9 +57,9 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def square_zeros_png(side: int) -> bytes:
-    """A side x side grey PNG of zeros, a few hundred KB, built without the pixels."""
-    return zeros_png(side, side, 1000 if side % 1000 == 0 else side)
+def square_zeros_png(side: int, channels: int = 1) -> bytes:
+    """A side x side grey (or RGB) PNG of zeros, a few hundred KB, built without the pixels."""
+    return zeros_png(side, side, 1000 if side % 1000 == 0 else side, channels)
 
 
 def photo_jpeg() -> bytes:
@@ -72,13 +80,34 @@ def requests_for(name: str, quick: bool) -> dict[str, list[bytes]]:
         text_bytes = 100_000 if quick else 8_000_000
         long_text = (WORDS * (text_bytes // len(WORDS) + 1)).encode()[:text_bytes]
         return {"baseline": [b"George Washington went to Washington and met Ada Lovelace in London"], "worst": [long_text] * 8}
+    if name == "ocr":
+        from repo_builder.pipelines import ocr_reference
+
+        return {"baseline": [ocr_reference.render_case(ocr_reference.CYCLE.index("narrow"))],
+                "worst": [square_zeros_png(4000 if quick else 9000, channels=3)] * 2}
     return {"baseline": [photo_jpeg()], "worst": [square_zeros_png(4000 if quick else 9000)] * 2}
 
 
-def estimate(name: str, items: list[bytes], max_length: int = 128) -> int:
-    """The step's own worst-case estimate of a request (its request_cost), as its README states it."""
+def step_module(repo: Path, step: str) -> Any:
+    return import_step(repo / step / "1" / "model.py", f"bench_{step}")
+
+
+def estimate(name: str, items: list[bytes], repo: Path, max_length: int = 128) -> int:
+    """The step's own worst-case estimate of a request (its request_cost), as its README states it; the segmenter:
+    the larger of its two steps' (the postprocess's for the model's outputs on these images); the text recognizer and
+    the embedder: computed by the built step's own functions."""
     from repo_builder.render import context as ctx
 
+    if name == "emb":
+        return int(step_module(repo, "emb_preprocess").text_request_cost(np.array(items, dtype=np.object_))[1])
+    if name == "ocr":
+        step = step_module(repo, "ocr_preprocess")
+        classes = len(json.loads(next((repo / "ocr_preprocess").glob(f"*/{step.CHARACTERS_FILE}")).read_text(encoding="utf-8")))
+        size = sum(len(item) for item in items)
+        work = max(step.image_work(*step.header(item), classes) for item in items)
+        return 3 * size + len(items) * step.MAX_BOXES * step.LINE_BYTES + work
+    if name == "seg":
+        return max(estimate("det", items, repo), segmenter_postprocess_estimate(repo, items))
     size = sum(len(item) for item in items)
     if name in TEXT_MODELS:
         cut = 4 * max_length * ctx.TEXT_BYTES_PER_TOKEN
@@ -86,6 +115,25 @@ def estimate(name: str, items: list[bytes], max_length: int = 128) -> int:
         return copies * size + sum(min(len(item), cut) for item in items) * (4 + ctx.TOKENIZE_BYTES_PER_BYTE)
     side = 2000 if len(items) == 1 else 9000  # the zeros PNGs requests_for sends
     return 3 * size + len(items) * side * side * ctx.DECODE_BYTES_PER_PIXEL["opencv" if name == "det" else "pillow"]
+
+
+def segmenter_postprocess_estimate(repo: Path, items: list[bytes]) -> int:
+    """The masks step's request_cost for what the model sends it for these square images: raw head rows and
+    prototypes at the built square letterbox, the images' own sizes (its held bytes + its largest image's work)."""
+    import types
+
+    from support.detection_fixtures import IMGSZ
+
+    step = step_module(repo, "seg_postprocess")
+    side = 9000 if len(items) == 2 else 4000
+    anchors = sum((IMGSZ // stride) ** 2 for stride in (8, 16, 32))
+    sent = {step.RAW_NAME: np.zeros((len(items), 4 + step.NUM_CLASSES + step.MASK_DIM, anchors), np.float32),
+            step.PROTOS_NAME: np.zeros((len(items), step.MASK_DIM, IMGSZ // 4, IMGSZ // 4), np.float32),
+            step.SHAPES_NAME: np.array([[side, side, IMGSZ, IMGSZ]] * len(items), np.int64)}
+    # The one pb_utils call request_cost makes, answered from ``sent``.
+    step.pb_utils.get_input_tensor_by_name = lambda request, name: types.SimpleNamespace(as_numpy=lambda: request[name])
+    _, held, work = step.request_cost(sent)
+    return int(held + work)
 
 
 def build(work: Path, names: tuple[str, ...]) -> Path:
@@ -111,6 +159,18 @@ def build(work: Path, names: tuple[str, ...]) -> Path:
         if not export.exists():  # a --workdir run again reuses it
             assert cli(["export", "token-classifier", "--model", str(ner), "--out", str(export), "-q"]) == 0
         assert cli(["build", "token-classifier", "--from-export", str(export), "--name", "ner", "--long-texts", "truncate", *common]) == 0
+    if "emb" in names:
+        from repo_builder.export.tiny_embedder import make_tiny_sentence_transformer
+
+        embedder = make_tiny_sentence_transformer(work / "tiny-embedder")
+        assert cli(["build", "text-embedder", "--model", str(embedder), "--name", "emb", *common]) == 0
+    if "seg" in names:
+        from support.detection_fixtures import IMGSZ
+
+        segmenter = shared_tiny_segmenter(work)
+        assert cli(["build", "instance-segmenter", "--from-onnx", str(segmenter), "--imgsz", str(IMGSZ), "--name", "seg", *common]) == 0
+    if "ocr" in names:  # its model steps in the Python backend: the embedded Triton has no ONNX Runtime backend
+        assert cli(["build", "text-recognizer", "--from-rapidocr", "--name", "ocr", *common]) == 0
     return out
 
 
@@ -146,17 +206,18 @@ def memory(pid: int) -> tuple[int, int]:
     return fields.get("VmHWM", 0), fields.get("VmRSS", 0)
 
 
-def is_step(pid: int, step: str) -> bool:
-    """Whether ``pid`` is a Python stub of model ``step`` (its command line names the step's model.py)."""
+def is_step(pid: int, steps: tuple[str, ...]) -> bool:
+    """Whether ``pid`` is a Python stub of one of the models ``steps`` (its command line names the step's model.py)."""
     try:
-        return f"/{step}/".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+    return any(f"/{step}/".encode() in command for step in steps)
 
 
-def measure(server: Any, step: str, send: Callable[[], object]) -> dict[str, float]:
-    """Peaks while ``send`` runs: the sum over tritonserver and its stubs, the step's own stubs' largest, and what the
-    step's stubs still hold afterwards."""
+def measure(server: Any, step: tuple[str, ...], send: Callable[[], object]) -> dict[str, float]:
+    """Peaks while ``send`` runs: the sum over tritonserver and its stubs, the steps' own stubs' largest, and what the
+    steps' stubs still hold afterwards."""
     pids = server_pids(server.pid)
     reset_peaks(pids)
     start = time.perf_counter()
@@ -178,23 +239,25 @@ def run(work: Path, quick: bool, rounds: int) -> dict[str, Any]:
     with start_server(repo, mode="explicit") as server:
         client = connect(server.grpc_url)
         for name in names:
+            for called in OCR_CALLED if name == "ocr" else ():
+                server.load(called)
             server.load(name)
-            loaded = max([memory(pid)[1] for pid in server_pids(server.pid) if is_step(pid, f"{name}_preprocess")] or [0])
+            loaded = max([memory(pid)[1] for pid in server_pids(server.pid) if is_step(pid, STEPS[name])] or [0])
             key = "TEXT" if name in TEXT_MODELS else "IMAGE"
             cases = requests_for(name, quick)
             samples: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
-            for _ in range(rounds):
+            for _ in range(1 if name == "seg" else rounds):  # the segmenter's worst request takes minutes (masks)
                 for case, items in cases.items():  # side by side: the baseline, then the worst, each round
                     array = np.array([[item] for item in items], dtype=np.object_)
                     request = {key: array}
-                    samples[case].append(measure(server, f"{name}_preprocess",
+                    samples[case].append(measure(server, STEPS[name],
                                                  lambda model=name, request=request: infer_model(client, model, request, timeout=300)))
             results["families"][name] = {
                 "family": FAMILIES[name],
                 "worst_request_bytes": sum(len(item) for item in cases["worst"]),
                 "worst_items": len(cases["worst"]),
                 "step_loaded_mib": loaded / 2**20,  # the step's stub before any request
-                "worst_estimate_mib": estimate(name, cases["worst"]) / 2**20,  # without the small output rows
+                "worst_estimate_mib": estimate(name, cases["worst"], repo) / 2**20,  # without the small output rows
                 **{case: {field: statistics.median(s[field] for s in runs) for field in FIELDS}
                    for case, runs in samples.items()},
             }
@@ -212,8 +275,16 @@ def markdown(results: dict[str, Any]) -> str:
         "and what they still hold after the request (after an execution whose estimate passed 64 MiB the step calls glibc's "
         "malloc_trim, which hands freed memory back; what is left is Python's and the libraries' own). Image steps: "
         "two 9000 x 9000 PNGs of zeros "
-        "(81 MP each, the pixel limit is 89.5 MP; a third would pass the 2 GiB budget). Text steps: 8 texts of 8 MB of "
-        "words in one request (64 MB, the byte cap); the token classifier with --long-texts truncate.",
+        "(81 MP each, the pixel limit is 89.5 MP; a third would pass the 2 GiB budget); the instance segmenter gets the "
+        "detector's images, its step columns are the larger of its preprocess and masks stubs, its estimate the larger of "
+        "the two steps' (the masks step's: NMS over the 525 anchors of its 160 px letterbox and one mask as large as the "
+        "image; its random-weight model finds hundreds of objects on black, whose masks at the image's 81 MP resolution take "
+        "minutes: one round only for it). "
+        "Text steps (classifier, token classifier, embedder): 8 texts of 8 MB of words in one request (64 MB, the byte "
+        "cap); the token classifier with --long-texts truncate. Text recognizer: two 9000 x 9000 RGB PNGs of zeros (its "
+        "step reads a request's images in turn, so its estimate is the bytes and answers held plus the largest image's "
+        "work, 1910 MiB for 81 RGB megapixels, the costliest mode; a black image has no text, so no crops are cut: "
+        "measured well below that).",
         "",
         "| family | worst request | its estimate MiB | sum of peaks MiB: baseline / worst | step MiB: loaded / baseline peak / "
         "worst peak | worst peak - loaded MiB | step holds after worst MiB | s: baseline / worst |",

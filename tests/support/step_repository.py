@@ -18,16 +18,18 @@ from typing import Any
 import pytest
 
 from repo_builder.cli.main import main
-from support.detection_fixtures import IMGSZ, shared_tiny_detector
+from support.detection_fixtures import IMGSZ, build_tiny_checkpoint, offline_ultralytics, shared_tiny_detector
 
 # image classifier (random weights), tiny detector, tiny text classifier, tiny token classifier (refuse, truncate),
-# and the tiny text classifier again with small limits (test_request_budget.py's "budget")
-STEP_MODELS = ("cls", "det", "txt", "ner", "ner_truncate", "budget")
+# the tiny text classifier again with small limits (test_request_budget.py's "budget"), a tiny sentence-transformer,
+# a tiny instance segmenter (yolov8n-seg) and RapidOCR's text recognizer (its model steps in the Python backend)
+STEP_MODELS = ("cls", "det", "txt", "ner", "ner_truncate", "budget", "emb", "seg", "ocr")
 # The budget model: 200,000 bytes per request, 12 MiB per execution (test_request_budget.py explains the numbers).
 BUDGET_OPTIONS = ["--max-request-bytes", "200000", "--step-memory-mib", "12"]
 
 
 def build_step_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from repo_builder.export.tiny_embedder import make_tiny_sentence_transformer
     from repo_builder.export.tiny_models import make_tiny_text_classifier
     from repo_builder.export.tiny_token_classifier import make_tiny_token_classifier
 
@@ -46,7 +48,26 @@ def build_step_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert main(["build", "token-classifier", "--from-export", str(export), "--name", "ner", *common]) == 0
     assert main(["build", "token-classifier", "--from-export", str(export), "--name", "ner_truncate", "--long-texts", "truncate",
                  *common]) == 0
+    embedder = make_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny-embedder") / "st")
+    assert main(["build", "text-embedder", "--model", str(embedder), "--name", "emb", *common]) == 0
+    segmenter = shared_tiny_segmenter(tmp_path_factory.getbasetemp())
+    assert main(["build", "instance-segmenter", "--from-onnx", str(segmenter), "--imgsz", str(IMGSZ), "--name", "seg", *common]) == 0
+    assert main(["build", "text-recognizer", "--from-rapidocr", "--name", "ocr", *common]) == 0
     return out
+
+
+def shared_tiny_segmenter(base: Path) -> Path:
+    """yolov8n-seg.yaml with random weights, recalibrated (support.detection_fixtures), exported dynamic; once per
+    session (``base``: pytest's basetemp)."""
+    folder = base / "tiny-segmenter"
+    onnx_path = folder / "tiny-yolov8n-seg.onnx"
+    offline_ultralytics(folder / "ultralytics-config")  # before Ultralytics is first imported
+    if not onnx_path.is_file():
+        from ultralytics import YOLO
+
+        checkpoint = build_tiny_checkpoint(folder, yaml="yolov8n-seg.yaml")
+        Path(YOLO(str(checkpoint), task="segment").export(format="onnx", imgsz=IMGSZ, dynamic=True, verbose=False)).replace(onnx_path)
+    return onnx_path
 
 
 def linked_copy(repository: Path, target: Path) -> Path:
@@ -61,24 +82,25 @@ def replace_file(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def zeros_png(width: int, height: int, rows: int = 1000) -> bytes:
-    """A valid width x height grey PNG of zeros, a few hundred KB for 900 megapixels: one deflate block sequence for
-    ``rows`` rows, repeated (Z_FULL_FLUSH resets the compressor, so every block compresses alike); the pixels are
-    never held in this process."""
+def zeros_png(width: int, height: int, rows: int = 1000, channels: int = 1) -> bytes:
+    """A valid width x height grey (``channels`` 1) or RGB (3) PNG of zeros, a few hundred KB for 900 megapixels: one
+    deflate block sequence for ``rows`` rows, repeated (Z_FULL_FLUSH resets the compressor, so every block compresses
+    alike); the pixels are never held in this process."""
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
     assert height % rows == 0
     compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
-    block = compressor.compress(b"\0" * ((width + 1) * rows)) + compressor.flush(zlib.Z_FULL_FLUSH)
-    size = (width + 1) * height
+    line = channels * width + 1  # the filter byte, then the samples
+    block = compressor.compress(b"\0" * (line * rows)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    size = line * height
     stream = b"\x78\xda" + block * (height // rows) + compressor.flush() + struct.pack(">I", ((size % 65521) << 16) | 1)
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    header = struct.pack(">IIBBBBB", width, height, 8, {1: 0, 3: 2}[channels], 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
 
 
-def server_peak_rss(server: Any) -> int:
-    """The largest peak resident size (VmHWM) of tritonserver and its children (the Python stubs)."""
+def server_pids(server: Any) -> set[int]:
+    """tritonserver and its children (the Python stubs)."""
     pids = {server.pid}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -87,6 +109,22 @@ def server_peak_rss(server: Any) -> int:
             continue
         if int(fields[1]) == server.pid:
             pids.add(int(stat.parent.name))
+    return pids
+
+
+def reset_server_peaks(server: Any) -> None:
+    """Every server process's peak resident size (VmHWM) reset to its current one (/proc/PID/clear_refs, 5), so
+    server_peak_rss reads the peak since this call."""
+    for pid in server_pids(server):
+        try:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+        except OSError:  # a process that ended meanwhile
+            continue
+
+
+def server_peak_rss(server: Any) -> int:
+    """The largest peak resident size (VmHWM) of tritonserver and its children (the Python stubs)."""
+    pids = server_pids(server)
     peaks = []
     for pid in pids:
         try:
