@@ -293,7 +293,8 @@ def png_with_pixels(height: int, width: int, depth: int, colour: int, samples: b
 def stated_rule(model: str, data: bytes) -> bytes | None:
     """``data`` as the 8-bit RGB PNG its step's stated rule makes of it (docs/security.md); None: the step refuses it.
     Pillow steps: convert("RGB") (first frame or page). OpenCV steps: imdecode(IMREAD_COLOR), as predict loads.
-    The OCR step: RapidOCR's own loader (LoadImage), which its reference check compares with."""
+    The OCR step: RapidOCR's own loader (LoadImage), which its reference check compares with, after a palette image
+    is made RGB (or RGBA with transparency): LoadImage reads palette indices as grey."""
     import cv2
     from PIL import Image
 
@@ -304,6 +305,11 @@ def stated_rule(model: str, data: bytes) -> bytes | None:
     else:
         from rapidocr_onnxruntime.utils.load_image import LoadImage
 
+        image = Image.open(io.BytesIO(data))
+        if image.mode in ("P", "PA"):
+            buffer = io.BytesIO()
+            image.convert("RGBA" if image.mode == "PA" or "transparency" in image.info else "RGB").save(buffer, "PNG")
+            data = buffer.getvalue()
         bgr = LoadImage()(data)
     if bgr is None:
         return None

@@ -299,3 +299,22 @@ def test_text_recognizer_step_sizes_and_crops_equal_the_stages_own_when_computed
     assert any(h > w for h, w in kept.shapes) and np.array_equal(kept.aspects(), cut.aspects())
     for index in range(len(boxes)):
         assert kept[index].shape[:2] == kept.shapes[index] and np.array_equal(kept[index], cut[index]), index
+
+
+def test_text_recognizer_reads_a_palette_image_as_its_colours_not_its_indices(repo: Path) -> None:
+    """RapidOCR's LoadImage reads a palette image's indices as grey, so the same picture saved with a palette reads
+    otherwise than its RGB file; the step reads its colours (with alpha where it has transparency)."""
+    from PIL import Image
+
+    step = load_step_module(repo / f"{NAME}_preprocess" / "1" / "model.py")
+
+    def png(image: Any) -> bytes:
+        buffer = io.BytesIO()
+        image.save(buffer, "PNG")
+        return buffer.getvalue()
+
+    page = Image.open(io.BytesIO(good_image())).convert("RGB")
+    palette = page.convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
+    assert np.array_equal(step.decode(png(palette)), step.decode(png(palette.convert("RGB"))))
+    palette.info["transparency"] = 0
+    assert np.array_equal(step.decode(png(palette)), step.decode(png(palette.convert("RGBA"))))
