@@ -36,13 +36,16 @@ TEMPLATES = ("model/detection_preprocess.py.j2", "model/_image_header.py.j2", "m
              "model/segmentation_README.md.j2")
 # The postprocess step's memory constants (segmentation_postprocess.py.j2), for its README; a test keeps them equal.
 MASK_MEMORY = {"mask_copies": 4, "run_bytes": 200, "nms_bytes": 100, "nms_block_bytes": 16 * 2**20}
+# A request's boxes may cover this many times --max-image-pixels (the step's MAX_MASK_PIXELS): masks take time by area.
+MASK_PIXELS_PER_IMAGE_LIMIT = 4
 # The object detector's options but --preprocess: the letterbox is its Python step (DALI untested for masks).
 OPTIONS = tuple(option for option in detection.OPTIONS if option.dest != "preprocess")
 
 
-def postprocess_context(block: Mapping[str, Any], choices: detection.DetectionChoices, num_classes: int) -> dict[str, Any]:
+def postprocess_context(block: Mapping[str, Any], choices: detection.DetectionChoices, num_classes: int,
+                        max_image_pixels: int = ctx.DEFAULT_MAX_IMAGE_PIXELS) -> dict[str, Any]:
     return {**detection.postprocess_context(block, choices, num_classes), "protos_name": str(block["protos"]),
-            "mask_dim": int(block["mask_dim"])}
+            "mask_dim": int(block["mask_dim"]), "max_mask_pixels": MASK_PIXELS_PER_IMAGE_LIMIT * max_image_pixels}
 
 
 def output_tensors() -> list[dict[str, Any]]:
@@ -80,7 +83,7 @@ def render_segmentation(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
                  + ", boxes back in original pixels and each object's mask (COCO RLE at the image's size), as predict "
                    "with retina_masks=True."),
     )
-    post_context = {**postprocess_context(block, choices, num_classes), **budget_context(settings)}
+    post_context = {**postprocess_context(block, choices, num_classes, settings.max_image_pixels), **budget_context(settings)}
     post_source = render_source(inputs.env, "model/segmentation_postprocess.py.j2", post_context)
     readme = render_text(inputs.env, "model/segmentation_README.md.j2", {**post_context, **MASK_MEMORY, "name": names["postprocess"]})
     post = RenderedModel(names["postprocess"], "postprocess", inputs.versions[names["postprocess"]], post_config,

@@ -7,8 +7,9 @@ sent side by side; before each, every server process's peak (VmHWM) is reset (/p
 peaks are read back. Reported: medians of the sum of the peaks (tritonserver + stubs), of the largest single
 process's peak, and of the time per request.
 
-Worst accepted requests: image steps (classifier, detector, instance segmenter), two PNGs of zeros of 9000 x 9000 =
-81 megapixels (under the 89.5 MP limit; a third would pass the 2 GiB budget); text steps (classifier, token
+Worst accepted requests: image steps (classifier, detector), two PNGs of zeros of 9000 x 9000 = 81 megapixels (under
+the 89.5 MP limit; a third would pass the 2 GiB budget); the instance segmenter, one of them with MAX_DET 4 (its masks
+then take about the masks step's MAX_MASK_PIXELS, 4 x the pixel limit; more objects are refused); text steps (classifier, token
 classifier, embedder), 8 texts of 8,000,000 bytes of words in one request (64 MB, at the byte cap; the token classifier
 built with --long-texts truncate, which accepts them); the text recognizer, two RGB PNGs of zeros of 9000 x 9000 (its
 step reads a request's images one after another, so its estimate is the bytes held plus the largest image's work,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import statistics
 import sys
@@ -63,8 +65,6 @@ def square_zeros_png(side: int, channels: int = 1) -> bytes:
 
 
 def photo_jpeg() -> bytes:
-    import io
-
     from PIL import Image
 
     rows, cols = np.mgrid[0:300, 0:400]
@@ -85,7 +85,14 @@ def requests_for(name: str, quick: bool) -> dict[str, list[bytes]]:
 
         return {"baseline": [ocr_reference.render_case(ocr_reference.CYCLE.index("narrow"))],
                 "worst": [square_zeros_png(4000 if quick else 9000, channels=3)] * 2}
+    if name == "seg":  # one image: its masks take the request's whole mask-pixel limit (SEG_OPTIONS)
+        return {"baseline": [photo_jpeg()], "worst": [square_zeros_png(4000 if quick else 9000)]}
     return {"baseline": [photo_jpeg()], "worst": [square_zeros_png(4000 if quick else 9000)] * 2}
+
+
+# The segmenter's worst accepted request: its random-weight model finds ~240 objects on black, whose boxes pass the
+# masks step's MAX_MASK_PIXELS (4 x the pixel limit) and are refused; 4 objects of up to 81 MP each stay within it.
+SEG_OPTIONS = {"MAX_DET": np.array([[4]], dtype=np.int32)}
 
 
 def step_module(repo: Path, step: str) -> Any:
@@ -113,8 +120,15 @@ def estimate(name: str, items: list[bytes], repo: Path, max_length: int = 128) -
         cut = 4 * max_length * ctx.TEXT_BYTES_PER_TOKEN
         copies = 6 if name == "ner" else 3  # the token step passes its texts on
         return copies * size + sum(min(len(item), cut) for item in items) * (4 + ctx.TOKENIZE_BYTES_PER_BYTE)
-    side = 2000 if len(items) == 1 else 9000  # the zeros PNGs requests_for sends
-    return 3 * size + len(items) * side * side * ctx.DECODE_BYTES_PER_PIXEL["opencv" if name == "det" else "pillow"]
+    pixels = sum(width * height for width, height in map(image_size, items))
+    return 3 * size + pixels * ctx.DECODE_BYTES_PER_PIXEL["opencv" if name == "det" else "pillow"]
+
+
+def image_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from the image's header."""
+    from PIL import Image
+
+    return Image.open(io.BytesIO(data)).size
 
 
 def segmenter_postprocess_estimate(repo: Path, items: list[bytes]) -> int:
@@ -125,11 +139,10 @@ def segmenter_postprocess_estimate(repo: Path, items: list[bytes]) -> int:
     from support.detection_fixtures import IMGSZ
 
     step = step_module(repo, "seg_postprocess")
-    side = 9000 if len(items) == 2 else 4000
     anchors = sum((IMGSZ // stride) ** 2 for stride in (8, 16, 32))
     sent = {step.RAW_NAME: np.zeros((len(items), 4 + step.NUM_CLASSES + step.MASK_DIM, anchors), np.float32),
             step.PROTOS_NAME: np.zeros((len(items), step.MASK_DIM, IMGSZ // 4, IMGSZ // 4), np.float32),
-            step.SHAPES_NAME: np.array([[side, side, IMGSZ, IMGSZ]] * len(items), np.int64)}
+            step.SHAPES_NAME: np.array([[height, width, IMGSZ, IMGSZ] for width, height in map(image_size, items)], np.int64)}
     # The one pb_utils call request_cost makes, answered from ``sent``.
     step.pb_utils.get_input_tensor_by_name = lambda request, name: types.SimpleNamespace(as_numpy=lambda: request[name])
     _, held, work = step.request_cost(sent)
@@ -246,10 +259,10 @@ def run(work: Path, quick: bool, rounds: int) -> dict[str, Any]:
             key = "TEXT" if name in TEXT_MODELS else "IMAGE"
             cases = requests_for(name, quick)
             samples: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
-            for _ in range(1 if name == "seg" else rounds):  # the segmenter's worst request takes minutes (masks)
+            for _ in range(rounds):
                 for case, items in cases.items():  # side by side: the baseline, then the worst, each round
                     array = np.array([[item] for item in items], dtype=np.object_)
-                    request = {key: array}
+                    request = {key: array, **(SEG_OPTIONS if name == "seg" and case == "worst" else {})}
                     samples[case].append(measure(server, STEPS[name],
                                                  lambda model=name, request=request: infer_model(client, model, request, timeout=300)))
             results["families"][name] = {
@@ -278,8 +291,9 @@ def markdown(results: dict[str, Any]) -> str:
         "(81 MP each, the pixel limit is 89.5 MP; a third would pass the 2 GiB budget); the instance segmenter gets the "
         "detector's images, its step columns are the larger of its preprocess and masks stubs, its estimate the larger of "
         "the two steps' (the masks step's: NMS over the 525 anchors of its 160 px letterbox and one mask as large as the "
-        "image; its random-weight model finds hundreds of objects on black, whose masks at the image's 81 MP resolution take "
-        "minutes: one round only for it). "
+        "image). Its random-weight model finds ~240 objects on black, whose boxes pass the masks step's MAX_MASK_PIXELS "
+        "(4 x the pixel limit: a mask's time follows its box's area) and are refused before any mask; its worst accepted "
+        "request is one 81 MP image with MAX_DET 4, whose masks take about that limit. "
         "Text steps (classifier, token classifier, embedder): 8 texts of 8 MB of words in one request (64 MB, the byte "
         "cap); the token classifier with --long-texts truncate. Text recognizer: two 9000 x 9000 RGB PNGs of zeros (its "
         "step reads a request's images in turn, so its estimate is the bytes and answers held plus the largest image's "

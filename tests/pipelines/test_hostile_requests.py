@@ -374,8 +374,17 @@ LARGE_SIDE = 9000  # 81 megapixels: under the default pixel limit (89.5 MP), so 
 BUDGET_RSS = 2 * 2**30 + 768 * 2**20  # one process: its --step-memory-mib budget (2 GiB) + what a loaded step holds
 
 
-# Not the segmenter: its preprocessing is the detector's step, and its masks of a random-weight model's ~240 objects
-# on an 81-megapixel image, at that image's resolution, take ~75 s per request here.
+def test_segmenter_refuses_boxes_covering_more_than_its_mask_pixel_limit_before_computing_their_masks(
+        server: Any, baseline: dict[str, Any]) -> None:
+    """A random-weight segmenter finds ~240 objects on an 81-megapixel black PNG (80 KB); their masks at the image's
+    resolution took ~75 s. Their boxes' pixels are counted after NMS and refused over MAX_MASK_PIXELS, in seconds."""
+    message, seconds = refused(server, "seg", [zeros_png(LARGE_SIDE, LARGE_SIDE)])
+    assert "MASKS: this request's objects' boxes cover" in message and "mask pixels per request" in message, message
+    assert seconds < 15, seconds  # decoding the 81 megapixels and NMS; no mask
+    assert_unharmed(server, baseline)
+
+
+# Not the segmenter: its preprocessing is the detector's step, and its masks are bounded by the test above.
 @pytest.mark.parametrize("model", ["cls", "det", "ocr"])
 def test_image_step_answers_or_says_busy_to_four_concurrent_81_megapixel_images_within_its_budget(
         server: Any, baseline: dict[str, Any], model: str) -> None:

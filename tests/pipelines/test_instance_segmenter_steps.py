@@ -133,3 +133,19 @@ def test_segmentation_readme_states_the_step_s_memory_constants_when_rendered(tm
     assert re.search(r"at most 1920 x 91 runs per mask", readme)
     plan = post.mask_plan((160, 160), 1080, 1920)
     assert post.mask_runs(1080, 1920, plan) == 1920 * 91
+
+
+def test_segmentation_refuses_a_request_whose_boxes_pass_the_mask_pixel_limit_before_any_mask(tmp_path: Path) -> None:
+    """MAX_MASK_PIXELS (4 x --max-image-pixels) bounds a request's mask time: its boxes' pixels (ceiled and clipped as
+    box_mask clips them) are charged per image after NMS, before that image's masks; over the limit, the request is
+    refused, never computed."""
+    post = load_step(tmp_path, "model/segmentation_postprocess.py.j2",
+                     postprocess_context(BLOCK, DetectionChoices(), 80, max_image_pixels=1000), "segment_post_small")
+    assert post.MAX_MASK_PIXELS == 4000
+    boxes = np.array([[-5.0, 0.2, 30.0, 20.0], [10.5, 10.5, 90.0, 70.0], [50.0, 50.0, 40.0, 60.0]], dtype=np.float32)
+    # Ceiled: (0..30) x (1..20) = 30 x 19; (11..90 clipped to 64) x (11..48 clipped) = 53 x 37; an empty box: 0.
+    assert post.box_pixels(boxes, 48, 64) == 30 * 19 + 53 * 37 == 2531
+    pixels = post.MaskPixels()
+    pixels.charge(2531)
+    with pytest.raises(post.RequestRefused, match="cover 5062 pixels, over this step's limit of 4000 mask pixels"):
+        pixels.charge(2531)  # the request's second image: refused before its masks
