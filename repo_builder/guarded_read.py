@@ -197,16 +197,20 @@ def _open_checked(path: Path, root: Path, kind: FileKind, label: str) -> tuple[i
             raise UnsafeFile(f"{label} is not a regular file (a socket); not read", "special") from None
         raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}", "unreadable") from None
     try:
-        st = os.fstat(fd)
-        _refuse_kind(st.st_mode, label)
-        if not kind.prefix and st.st_size > kind.limit:
-            raise UnsafeFile(
-                f"{label} is {st.st_size:,} bytes, over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big"
-            )
+        st = _checked_stat(fd, label, kind)
     except BaseException:
         os.close(fd)
         raise
     return fd, st.st_size
+
+
+def _checked_stat(fd: int, label: str, kind: FileKind) -> os.stat_result:
+    """The opened file's stat, refused unless it is a regular file within ``kind``'s limit (a prefix kind reads any size)."""
+    st = os.fstat(fd)
+    _refuse_kind(st.st_mode, label)
+    if not kind.prefix and st.st_size > kind.limit:
+        raise UnsafeFile(f"{label} is {st.st_size:,} bytes, over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big")
+    return st
 
 
 @contextmanager
@@ -295,12 +299,7 @@ def read_entry_at(dir_fd: int, entry: os.DirEntry[str], kind: FileKind) -> bytes
     except OSError as exc:
         raise UnsafeFile(f"cannot read {label}: {exc.strerror or exc}", "unreadable") from None
     try:
-        st = os.fstat(fd)
-        _refuse_kind(st.st_mode, label)
-        if not kind.prefix and st.st_size > kind.limit:
-            raise UnsafeFile(
-                f"{label} is {st.st_size:,} bytes, over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big"
-            )
+        st = _checked_stat(fd, label, kind)
         # A short read of a regular file is its end: one read of the size fstat gave plus one byte (to see a
         # file that grew), bounded by the limit; only a file that filled it is read on.
         want = min(st.st_size + 1, kind.limit + (0 if kind.prefix else 1))
