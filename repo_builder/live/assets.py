@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from repo_builder.nvcf import ASSET_DIR_HEADER, ASSET_IDS_HEADER, ASSET_SUFFIX, FORWARD_PATTERN, PARAM_ROOT
+from repo_builder.signals import signals_deferred
 from repo_builder.triton.client import error_text
 from repo_builder.triton.errors import ServerError
 from repo_builder.triton.server import TritonServer
@@ -75,7 +76,8 @@ def asset_ensemble(model: ModelEntry, repository: Repository) -> AssetEnsemble |
 def _client(server: TritonServer) -> Any:
     import tritonclient.http as httpclient  # the serve extra
 
-    return httpclient.InferenceServerClient(f"{server.options.host}:{server.http_port}", network_timeout=60.0)
+    with signals_deferred():  # an interrupt inside the constructor would leave a half-built client (triton/client.py)
+        return httpclient.InferenceServerClient(f"{server.options.host}:{server.http_port}", network_timeout=60.0)
 
 
 def _bytes_input(name: str, value: bytes) -> Any:

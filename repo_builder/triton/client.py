@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from repo_builder import dtypes
 from repo_builder.errors import require
+from repo_builder.signals import signals_deferred
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +51,11 @@ def connect(url: str) -> Any:
         ("grpc.max_receive_message_length", limit),
         ("grpc.enable_http_proxy", 0),  # an http_proxy in the environment must not catch loopback calls
     ]
-    return grpc_module().InferenceServerClient(url=url, channel_args=channel_args)
+    grpc = grpc_module()
+    # An interrupt inside the constructor leaves a half-built client whose __del__ then prints a traceback: the
+    # signal is raised right after it instead.
+    with signals_deferred():
+        return grpc.InferenceServerClient(url=url, channel_args=channel_args)
 
 
 def error_text(exc: BaseException) -> str:
