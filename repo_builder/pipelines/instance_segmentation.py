@@ -16,7 +16,14 @@ from repo_builder.errors import UserError
 from repo_builder.export.ultralytics_detector import END_TO_END, SEGMENT_TASK, detection_metadata
 from repo_builder.pipelines import object_detection as detection
 from repo_builder.pipelines import segmentation_reference
-from repo_builder.pipelines.family import ExportSettings, Family, FamilyExport, FamilyJob, RenderInputs
+from repo_builder.pipelines.family import (
+    ExportSettings,
+    Family,
+    FamilyExport,
+    FamilyJob,
+    FamilyOption,
+    RenderInputs,
+)
 from repo_builder.pipelines.model_step import render_model_step
 from repo_builder.pipelines.settings import budget_context, step_names
 from repo_builder.pipelines.steps import python_step_config, render_ensemble
@@ -39,13 +46,29 @@ MASK_MEMORY = {"mask_copies": 4, "run_bytes": 200, "nms_bytes": 100, "nms_block_
 # A request's boxes may cover this many times --max-image-pixels (the step's MAX_MASK_PIXELS): masks take time by area.
 MASK_PIXELS_PER_IMAGE_LIMIT = 4
 # The object detector's options but --preprocess: the letterbox is its Python step (DALI untested for masks).
-OPTIONS = tuple(option for option in detection.OPTIONS if option.dest != "preprocess")
+OPTIONS = (*(option for option in detection.OPTIONS if option.dest != "preprocess"),
+           FamilyOption(("--max-mask-pixels",), "max_mask_pixels", "At most this many box pixels per request, summed over "
+                        "its objects' boxes after NMS (a mask's time follows its box's area); over it, the request is refused "
+                        "before any mask [default: 4 x --max-image-pixels].", kind="int", metavar="N",
+                        conflicts_with_export=False))
 
 
 def postprocess_context(block: Mapping[str, Any], choices: detection.DetectionChoices, num_classes: int,
-                        max_image_pixels: int = ctx.DEFAULT_MAX_IMAGE_PIXELS) -> dict[str, Any]:
+                        max_image_pixels: int = ctx.DEFAULT_MAX_IMAGE_PIXELS, max_mask_pixels: int | None = None) -> dict[str, Any]:
+    """The masks step's context; MAX_MASK_PIXELS is --max-mask-pixels, else 4 x --max-image-pixels."""
+    limit = MASK_PIXELS_PER_IMAGE_LIMIT * max_image_pixels if max_mask_pixels is None else max_mask_pixels
     return {**detection.postprocess_context(block, choices, num_classes), "protos_name": str(block["protos"]),
-            "mask_dim": int(block["mask_dim"]), "max_mask_pixels": MASK_PIXELS_PER_IMAGE_LIMIT * max_image_pixels}
+            "mask_dim": int(block["mask_dim"]), "max_mask_pixels": limit}
+
+
+def mask_pixels_option(params: Mapping[str, Any]) -> int | None:
+    """--max-mask-pixels as given (None: the default), refused below 1."""
+    value = params.get("max_mask_pixels")
+    if value is None:
+        return None
+    if isinstance(value, bool) or int(value) < 1:
+        raise UserError(f"--max-mask-pixels must be >= 1, got {value}")
+    return int(value)
 
 
 def output_tensors() -> list[dict[str, Any]]:
@@ -83,7 +106,8 @@ def render_segmentation(inputs: RenderInputs) -> tuple[RenderedModel, ...]:
                  + ", boxes back in original pixels and each object's mask (COCO RLE at the image's size), as predict "
                    "with retina_masks=True."),
     )
-    post_context = {**postprocess_context(block, choices, num_classes, settings.max_image_pixels), **budget_context(settings)}
+    post_context = {**postprocess_context(block, choices, num_classes, settings.max_image_pixels,
+                                          mask_pixels_option(inputs.params)), **budget_context(settings)}
     post_source = render_source(inputs.env, "model/segmentation_postprocess.py.j2", post_context)
     readme = render_text(inputs.env, "model/segmentation_README.md.j2", {**post_context, **MASK_MEMORY, "name": names["postprocess"]})
     post = RenderedModel(names["postprocess"], "postprocess", inputs.versions[names["postprocess"]], post_config,

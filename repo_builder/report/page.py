@@ -84,7 +84,11 @@ def check_output(out: Path, inputs: Sequence[Path] = (), *, option: str = "-o") 
         raise UserError(f"{option} {out}: is a folder; name the HTML file to write, e.g. {out / 'report.html'}")
     if not out.parent.is_dir():
         raise UserError(f"{option} {out}: folder {out.parent} does not exist; create it or write the page elsewhere")
-    if any(out.resolve() == p.resolve() for p in inputs):
+    try:
+        same = any(out.resolve() == p.resolve() for p in inputs)
+    except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
+        raise UserError(f"{option} {out}: is a symbolic link that never reaches a file; write the page to another file") from None
+    if same:
         raise UserError(f"{option} {out}: is one of the result files read; write the page to another file")
 
 

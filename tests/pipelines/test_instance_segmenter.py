@@ -84,6 +84,22 @@ def test_object_detector_refuses_a_segmentation_export_naming_the_family(exports
     assert "Traceback" not in err and not (tmp_path / "repo").exists()
 
 
+def test_instance_segmenter_writes_max_mask_pixels_into_its_masks_step_and_refuses_one_below_1(
+        exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["build", "instance-segmenter", "--from-onnx", str(exports["v8seg"]), "--imgsz", str(IMGSZ), "--runtime", "python",
+            "--no-parity", "-q"]
+    assert main([*base, "--out", str(tmp_path / "default"), "--max-image-pixels", "1000000"]) == 0
+    assert main([*base, "--out", str(tmp_path / "given"), "--max-mask-pixels", "12345"]) == 0
+    for folder, limit in (("default", 4_000_000), ("given", 12345)):  # the default: 4 x --max-image-pixels
+        step = tmp_path / folder / "instance_segmenter_postprocess" / "1"
+        assert f"\nMAX_MASK_PIXELS = {limit}\n" in (step / "model.py").read_text(encoding="utf-8"), folder
+        assert f"at most {limit} pixels in all" in " ".join((step / "README.md").read_text(encoding="utf-8").split()), folder
+    capsys.readouterr()
+    assert main([*base, "--out", str(tmp_path / "zero"), "--max-mask-pixels", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-mask-pixels must be >= 1, got 0" in err and "Traceback" not in err and not (tmp_path / "zero").exists()
+
+
 TIGHT = "seg_tight"  # v8seg's postprocess alone, with a budget four requests' masks pass together
 
 

@@ -58,10 +58,12 @@ def test_report_writes_nothing_and_names_file_and_key_when_second_file_is_bad(tm
         (["-o", "{tmp}/missing/page.html"], "does not exist"),
         (["-o", "{tmp}"], "is a folder"),
         (["-o", "{tmp}/a.json"], "one of the result files"),
+        (["-o", "{tmp}/loop"], "is a symbolic link that never reaches a file"),  # found by the CLI fuzz test
     ],
 )
 def test_report_refuses_in_one_line_when_options_are_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:
     a = write(tmp_path / "a.json", bench_doc())
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
     out = ["-o", str(tmp_path / "page.html")] if "-o" not in args else []
     assert main(["report", str(a), *out, *args]) == 2
