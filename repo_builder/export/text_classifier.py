@@ -133,23 +133,34 @@ def _require_head(model_dir: Path, newly_initialized: Sequence[str], new_head: S
         )
 
 
+# A new head's width: 100,000 labels is already a 300 MB head on a 768-wide model; more is a typo (2**31 was fuzzed).
+MAX_HEAD_LABELS = 100_000
+MAX_LABELS_FILE_BYTES = 16 * 2**20
+
+
 def head_labels(labels_file: Path | None, num_labels: int | None) -> list[str] | None:
     """``--new-head LABELS_FILE`` (one label per line) or ``--num-labels N`` (LABEL_0 ...): a new head's labels."""
     if labels_file is not None and num_labels is not None:
         raise UserError("pass one of --new-head LABELS_FILE or --num-labels N, not both")
     if num_labels is not None:
-        if num_labels < 1:
-            raise UserError(f"--num-labels must be >= 1, got {num_labels}")
+        if not 1 <= num_labels <= MAX_HEAD_LABELS:
+            raise UserError(f"--num-labels must be between 1 and {MAX_HEAD_LABELS:,}, got {num_labels}")
         return [f"LABEL_{index}" for index in range(num_labels)]
     if labels_file is None:
         return None
     try:
+        if not labels_file.is_file() or labels_file.stat().st_size > MAX_LABELS_FILE_BYTES:
+            raise UserError(f"--new-head {labels_file}: not a regular file of at most {MAX_LABELS_FILE_BYTES:,} bytes; "
+                            "pass a labels file, one label per line")
         text = labels_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"--new-head {labels_file}: cannot read it as a UTF-8 labels file ({exc})") from None
     labels = [line.strip() for line in text.splitlines() if line.strip()]
     if not labels:
         raise UserError(f"--new-head {labels_file}: no labels; write one label per line")
+    if len(labels) > MAX_HEAD_LABELS:
+        raise UserError(f"--new-head {labels_file}: {len(labels):,} labels, more than {MAX_HEAD_LABELS:,}; a new head that wide "
+                        "is not a text classifier")
     return labels
 
 

@@ -60,3 +60,20 @@ def test_export_cli_shows_untrained_head_when_num_labels_is_given(bare_encoder: 
     out = capsys.readouterr().out
     assert code == 0
     assert "head: untrained" in out and "output logits: float32 (TYPE_FP32) [batch, 3]" in out
+
+
+def test_head_labels_refuses_a_head_wider_than_the_limit_or_a_labels_file_that_is_no_file(tmp_path: Path) -> None:
+    """--num-labels 2**31 once built a list of two billion names (MemoryError, an internal error: the CLI fuzz test);
+    a labels file that is a device or FIFO would be read without end."""
+    from repo_builder.export.text_classifier import MAX_HEAD_LABELS
+
+    assert len(head_labels(None, MAX_HEAD_LABELS) or []) == MAX_HEAD_LABELS
+    for count in (0, MAX_HEAD_LABELS + 1, 2**31):
+        with pytest.raises(UserError, match=f"--num-labels must be between 1 and {MAX_HEAD_LABELS:,}, got {count}"):
+            head_labels(None, count)
+    with pytest.raises(UserError, match="not a regular file of at most"):
+        head_labels(Path("/dev/zero"), None)
+    wide = tmp_path / "labels.txt"
+    wide.write_text("\n".join(f"l{i}" for i in range(MAX_HEAD_LABELS + 1)), encoding="utf-8")
+    with pytest.raises(UserError, match="more than 100,000"):
+        head_labels(wide, None)
