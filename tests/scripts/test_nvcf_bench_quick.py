@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "nvcf_assets.py"
+from support.quick_bench import run_quick
 
 
 @pytest.mark.slow
 @pytest.mark.triton
 def test_nvcf_benchmark_measures_both_paths_when_quick(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out)], capture_output=True, text=True, timeout=900, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads(out.read_text())
+    figures, _ = run_quick("nvcf_assets.py", out)
     assert figures["quick"] is True
     level = figures["summary"]["1"]
     for path in ("in-request", "asset"):

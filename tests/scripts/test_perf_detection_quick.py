@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "detection.py"
+from support.quick_bench import run_quick
 
 pytest.importorskip("ultralytics", reason="needs-ultralytics: the baselines are Ultralytics' own (detect extra)")
 
@@ -20,10 +16,7 @@ pytest.importorskip("ultralytics", reason="needs-ultralytics: the baselines are 
 def test_detection_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--workdir", str(tmp_path / "work")],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results, stdout = run_quick("detection.py", out, "--workdir", str(tmp_path / "work"), timeout=600)
     assert set(results["preprocess"]) == {"640x480/batch1", "640x480/batch8", "1920x1080/batch1", "1920x1080/batch8"}
     assert all(v["ours_ms"] > 0 and v["ultralytics_ms"] > 0 and v["floor_ms"] > 0 for v in results["preprocess"].values())
     # One round when quick: the ratio and the ceiling are exactly Ultralytics' time over ours and over the floor.
@@ -43,5 +36,5 @@ def test_detection_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> N
     assert post["survivors"] == 300 and post["candidates"] > 300 and post["ours_ms"] > 0 and post["onnx_nms_op_ms"] > 0
     assert results["end_to_end"]["served_images_per_s"] > 0 and results["end_to_end"]["predict_images_per_s"] > 0
     assert results["machine"]["quick"] is True
-    assert "## Object detection" in done.stdout and "floor: decode alone" in done.stdout and "| cv2.imdecode |" in done.stdout
+    assert "## Object detection" in stdout and "floor: decode alone" in stdout and "| cv2.imdecode |" in stdout
     assert time.perf_counter() - started < 540

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.quick_bench import run_quick
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "embeddings.py"
 
@@ -18,10 +17,7 @@ pytest.importorskip("sentence_transformers", reason="sentence-transformers (the 
 @pytest.mark.triton
 def test_embeddings_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--workdir", str(tmp_path / "work")],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results, _ = run_quick("embeddings.py", out, "--workdir", str(tmp_path / "work"), timeout=600)
     assert results["machine"]["quick"] is True and results["errors"] == 0
     assert results["encode_best"]["per_s"] > 0 and set(results["encode_per_s_by_batch"]) == {"1", "8", "32"}
     assert all(results["served_per_s"][k] > 0 and results["ratio"][k] > 0 and results["ratio_vs_one_thread"][k] > 0 for k in ("1", "8"))

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "ner.py"
+from support.quick_bench import run_quick
 
 
 @pytest.mark.slow
 @pytest.mark.triton
 def test_ner_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--workdir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=900, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results, stdout = run_quick("ner.py", out, "--workdir", str(tmp_path))
     assert results["machine"]["quick"] is True
     by_aggregation = results["postprocessing"]["by_aggregation"]
     assert {"none", "simple", "first", "average", "max", "simple, 83% O tokens"} == set(by_aggregation)
@@ -29,4 +22,4 @@ def test_ner_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> None:
     assert all(row["ours_ms"] > 0 and row["pipeline_ms"] > 0 for row in by_aggregation.values())
     assert results["served"]["4"]["errors"] == 0 and results["served"]["4"]["items_per_s"] > 0
     assert results["in_process"]["best_texts_per_s"] > 0 and results["figures"]["served_vs_pipeline"] > 0
-    assert "## Token classification / NER" in done.stdout
+    assert "## Token classification / NER" in stdout

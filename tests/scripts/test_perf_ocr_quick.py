@@ -3,14 +3,10 @@ runs and its figures hang together, not its speed)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "ocr.py"
+from support.quick_bench import run_quick
 
 pytest.importorskip("rapidocr_onnxruntime", reason="needs-rapidocr: the baseline is RapidOCR() (test extra)")
 
@@ -19,10 +15,7 @@ pytest.importorskip("rapidocr_onnxruntime", reason="needs-rapidocr: the baseline
 @pytest.mark.triton
 def test_ocr_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--workdir", str(tmp_path / "work")],
-                          capture_output=True, text=True, timeout=900, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads(out.read_text())
+    figures, _ = run_quick("ocr.py", out, "--workdir", str(tmp_path / "work"))
     assert figures["images"] == 2
     rates = [figures[k] for k in ("served_c1_images_per_s", "served_c4_images_per_s", "rapidocr_in_process_images_per_s")]
     assert all(rate > 0 for rate in rates)

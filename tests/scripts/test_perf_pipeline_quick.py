@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.quick_bench import run_quick
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "pipeline.py"
 # Issue 23's JSON keys, each in scripts/bench/rounds.py's figure shape.
@@ -23,9 +22,7 @@ MEASURED_HERE = ("serving_efficiency", "image_preprocess_ratio", "image_preproce
 def test_pipeline_benchmark_writes_every_figure_when_quick(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out)], capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results, _ = run_quick("pipeline.py", out, timeout=600)
     figures = results["figures"]
     assert set(KEYS) <= set(figures)
     for key in KEYS:

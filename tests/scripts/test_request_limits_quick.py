@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "request_limits.py"
+from support.quick_bench import run_quick
 
 
 @pytest.mark.slow
 @pytest.mark.triton
 def test_request_limits_benchmark_measures_baseline_and_worst_per_family_when_quick(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--rounds", "3", "--json", str(out), "--workdir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=900, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results, stdout = run_quick("request_limits.py", out, "--rounds", "3", "--workdir", str(tmp_path))
     assert results["machine"] == {"quick": True, "rounds": 3}
     assert set(results["families"]) == {"txt", "cls"}
     for row in results["families"].values():
@@ -28,7 +21,7 @@ def test_request_limits_benchmark_measures_baseline_and_worst_per_family_when_qu
             assert row[case]["sum_mib"] > row[case]["step_peak_mib"] >= row[case]["step_after_mib"] > 10, row
             assert row[case]["seconds"] > 0
     assert results["families"]["txt"]["worst_items"] == 8 and results["families"]["txt"]["worst_request_bytes"] == 800_000
-    assert "| text-classifier | 8 items" in done.stdout
+    assert "| text-classifier | 8 items" in stdout
     # Two 16-megapixel images (estimate over 64 MiB), decoded on two threads: the step hands back what decoding them
     # took (malloc_trim) instead of holding it. Without the trim it held 108 of 158 MiB here: glibc keeps the freed
     # blocks of its per-thread arenas (a single image, unmapped at once when freed, would not show it).
