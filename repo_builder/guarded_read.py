@@ -280,7 +280,14 @@ def open_folder_at(parent_fd: int, name: str) -> int:
 
 def read_entry_at(dir_fd: int, entry: os.DirEntry[str], kind: FileKind) -> bytes:
     """The bytes of ``entry``, listed by ``os.scandir(dir_fd)`` of a folder opened without following links
-    (``open_folder_at``): ``read_repository_file``'s guarantees with one open instead of a walk.
+    (``open_folder_at``): ``read_repository_file``'s guarantees with one open instead of a walk (see
+    ``read_entry_stat_at``)."""
+    return read_entry_stat_at(dir_fd, entry, kind)[0]
+
+
+def read_entry_stat_at(dir_fd: int, entry: os.DirEntry[str], kind: FileKind) -> tuple[bytes, os.stat_result]:
+    """``read_entry_at``'s bytes and the ``fstat`` of the file they were read from (its size and mtime:
+    a scan needs no second ``stat`` of a file it read).
 
     The listing's type stands for the ``lstat`` before the open (it is the same check: only a regular file
     that is no link is opened; ``DirEntry`` asks the kernel itself where the file system gives no type),
@@ -315,10 +322,10 @@ def read_entry_at(dir_fd: int, entry: os.DirEntry[str], kind: FileKind) -> bytes
     finally:
         os.close(fd)
     if kind.prefix:
-        return data[: kind.limit]
+        return data[: kind.limit], st
     if len(data) > kind.limit:  # grew while being read
         raise UnsafeFile(f"{label} is over the {kind.limit:,}-byte limit for a {kind.name}; not read", "too-big")
-    return data
+    return data, st
 
 
 def json_depth(value: Any) -> int:

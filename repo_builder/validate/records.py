@@ -96,7 +96,12 @@ class Finding:
     field: str | None = None  # the config field it is about (for its line), when not the rule's own
 
 
-@dataclass(frozen=True)
+# The scan makes a few of these records per model: their ``__init__`` writes the instance's ``__dict__``
+# directly, a third of what a frozen dataclass's generated one costs (an ``object.__setattr__`` per field).
+# They stay frozen (assignment raises); tests/validate/test_records.py checks each sets every field.
+
+
+@dataclass(frozen=True, init=False)
 class FileEntry:
     """A file or folder inside a version folder (names relative to the version folder)."""
 
@@ -112,8 +117,22 @@ class FileEntry:
     # inside the folder they were listed from without a further ``lstat`` of each part.
     link: bool = False
 
+    def __init__(
+        self,
+        name: str,
+        is_dir: bool,
+        size: int | None = None,
+        escapes: bool = False,
+        broken: bool = False,
+        mtime_ns: int | None = None,
+        link: bool = False,
+    ) -> None:
+        d = self.__dict__
+        d["name"], d["is_dir"], d["size"], d["escapes"] = name, is_dir, size, escapes
+        d["broken"], d["mtime_ns"], d["link"] = broken, mtime_ns, link
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class VersionDir:
     """A subfolder of a model folder. ``number`` is None when Triton ignores it (``ignored`` says why)."""
 
@@ -122,6 +141,12 @@ class VersionDir:
     number: int | None
     ignored: str | None = None  # Triton's own warning text when the folder is skipped
     files: tuple[FileEntry, ...] = ()
+
+    def __init__(
+        self, name: str, path: Path, number: int | None, ignored: str | None = None, files: tuple[FileEntry, ...] = ()
+    ) -> None:
+        d = self.__dict__
+        d["name"], d["path"], d["number"], d["ignored"], d["files"] = name, path, number, ignored, files
 
     def has(self, name: str) -> bool:
         return any(f.name == name for f in self.files)
@@ -133,7 +158,7 @@ class VersionDir:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ModelEntry:
     """A subfolder of the repository: every one is a model to Triton, hidden ones too."""
 
@@ -148,6 +173,25 @@ class ModelEntry:
     versions: tuple[VersionDir, ...] = ()  # every subfolder, loaded or ignored
     files: tuple[FileEntry, ...] = ()  # entries directly in the model folder (labels files live here)
     problem: str | None = None  # the model folder itself is unusable (unreadable, escaping symlink ...)
+
+    def __init__(
+        self,
+        name: str,
+        path: Path,
+        config_path: Path,
+        config: model_config_pb2.ModelConfig | None,
+        config_text: str | None = None,
+        config_problem: str | None = None,
+        config_line: int | None = None,
+        config_column: int | None = None,
+        versions: tuple[VersionDir, ...] = (),
+        files: tuple[FileEntry, ...] = (),
+        problem: str | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["name"], d["path"], d["config_path"], d["config"] = name, path, config_path, config
+        d["config_text"], d["config_problem"], d["config_line"], d["config_column"] = config_text, config_problem, config_line, config_column
+        d["versions"], d["files"], d["problem"] = versions, files, problem
 
     @kept
     def facts(self) -> dict[Hashable, Any]:

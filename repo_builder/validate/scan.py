@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repo_builder.errors import UserError
-from repo_builder.guarded_read import CONFIG, UnsafeFile, open_folder_at, open_root, read_entry_at
+from repo_builder.guarded_read import CONFIG, UnsafeFile, open_folder_at, open_root, read_entry_stat_at
 from repo_builder.lazy_pb2 import import_pb2
 from repo_builder.triton_config import MAX_CONFIG_BYTES, config_from_bytes, read_config_file
 from repo_builder.triton_layout import CONFIG_FILE, SKIPPED_VERSION_FOLDERS
@@ -38,6 +38,10 @@ def parse_version_name(name: str) -> tuple[int | None, str | None]:
         return None, f"'{name}' is a reserved folder, not a version"
     if len(name) > 1 and name[0] == "0":
         return None, f"ignore version directory '{name}' which contains leading zeros in its directory name"
+    if name.isascii() and name.isdigit():  # the common case ("1"): what the general path below gives it
+        value = int(name)
+        if value < 2**63:
+            return value, None
     text = name.lstrip(" \t\n\v\f\r")
     i = 1 if text[:1] in ("+", "-") else 0
     j = i
@@ -93,7 +97,7 @@ def _list(path: Path, root: Path) -> tuple[tuple[FileEntry, ...], str | None]:
     try:
         with os.scandir(path) as it:
             children = sorted(it, key=_by_name)
-        return tuple(_entry(c, root) for c in children), None
+        return tuple([_entry(c, root) for c in children]), None
     except OSError as exc:
         return (), f"cannot list {path}: {exc.strerror or exc}"
 
@@ -117,14 +121,15 @@ def list_folder(path: Path, root: Path, limit: int) -> tuple[tuple[FileEntry, ..
     return tuple(_entry(c, root) for c in kept), truncated, None
 
 
-def _entries_at(fd: int) -> tuple[list[os.DirEntry[str]], tuple[FileEntry, ...]] | None:
-    """The folder open as ``fd`` listed (its entries, sorted, and their records) when none of them is a link;
-    None otherwise: links are judged by the path-based ``_list`` (where they lead), as are errors (its words)."""
+def _files_at(fd: int) -> tuple[FileEntry, ...] | None:
+    """The records of the folder open as ``fd`` (sorted by name) when none of its entries is a link; None
+    otherwise: links are judged by the path-based ``_list`` (where they lead), as are errors (its words)."""
+    out = []
     try:
         with os.scandir(fd) as it:
             children = sorted(it, key=_by_name)
-        out = []
         for c in children:
+            # Types come from the listing (no syscall unless the file system gives none).
             if c.is_symlink():
                 return None
             if c.is_dir():
@@ -134,7 +139,7 @@ def _entries_at(fd: int) -> tuple[list[os.DirEntry[str]], tuple[FileEntry, ...]]
                 out.append(FileEntry(c.name, False, found.st_size, mtime_ns=found.st_mtime_ns))
     except OSError:
         return None
-    return children, tuple(out)
+    return tuple(out)
 
 
 def _list_at(parent_fd: int, name: str) -> tuple[FileEntry, ...] | None:
@@ -145,10 +150,9 @@ def _list_at(parent_fd: int, name: str) -> tuple[FileEntry, ...] | None:
     except (OSError, ValueError):
         return None
     try:
-        found = _entries_at(fd)
+        return _files_at(fd)
     finally:
         os.close(fd)
-    return None if found is None else found[1]
 
 
 ConfigResult = tuple["ModelConfig | None", str | None, str | None, int | None, int | None]
@@ -283,9 +287,8 @@ def _child(path: Path, name: str) -> Path:
     return _make_child(path, name) if _make_child is not None else path / name
 
 
-def _versions(path: Path, root: Path, files: tuple[FileEntry, ...], dir_fd: int | None = None) -> tuple[VersionDir, ...]:
-    """The model folder's subfolders listed (``dir_fd``: the model folder's descriptor, to list those that
-    are no links relative to it)."""
+def _versions(path: Path, root: Path, files: tuple[FileEntry, ...]) -> tuple[VersionDir, ...]:
+    """The model folder's subfolders listed the path-based way (links judged by where they lead)."""
     versions: list[VersionDir] = []
     for f in files:
         if not f.is_dir:
@@ -293,8 +296,7 @@ def _versions(path: Path, root: Path, files: tuple[FileEntry, ...], dir_fd: int 
         number, ignored = parse_version_name(f.name)
         vpath = _child(path, f.name)
         # A version folder linking out of the repository is never listed (RB103 reports the link).
-        at = _list_at(dir_fd, f.name) if dir_fd is not None and not f.link else None
-        vfiles, vproblem = (at, None) if at is not None else ((), None) if f.escapes else _list(vpath, root)
+        vfiles, vproblem = ((), None) if f.escapes else _list(vpath, root)
         versions.append(VersionDir(f.name, vpath, number, ignored or vproblem, vfiles))
     return tuple(versions)
 
@@ -311,7 +313,6 @@ def scan_model(
     *,
     escapes: bool | None = None,
     config_path: Path | None = None,
-    dir_fd: int | None = None,
 ) -> ModelEntry:
     """Scan one model folder (``listing``, ``config_result``, whether the folder is a symlink that
     ``escapes`` the repository and its ``config_path`` when the caller already has them).
@@ -344,39 +345,177 @@ def scan_model(
         config_problem=cproblem,
         config_line=line,
         config_column=column,
-        versions=_versions(path, root, files, dir_fd),
+        versions=_versions(path, root, files),
         files=files,
         problem=problem,
     )
 
 
-def _scan_at(entry: FileEntry, folder: Path, root: Path, root_fd: int, config_path: Path) -> ModelEntry:
-    """``scan_model`` through descriptors: the model folder opened once without following a link, then its
-    listing, its config and its version folders read relative to that descriptor (one open per file, not
-    a walk from the root for each). Anything unusual (a link anywhere in it, an error) is scanned the
-    path-based way, whose words the findings keep."""
-    if entry.link or entry.escapes:
-        return scan_model(folder, root, escapes=entry.escapes, config_path=config_path)
+# A folder of the repository: its name, whether it is a symlink, whether it leaves the repository.
+_Folder = tuple[str, bool, bool]
+
+
+def _root_listing(root: Path) -> tuple[list[_Folder], tuple[FileEntry, ...]]:
+    """The repository's folders and its plain files (``_list``'s records), sorted; ``UserError`` when it
+    cannot be listed. A plain folder needs no record of its own: only its name reaches the scan."""
     try:
-        fd = open_folder_at(root_fd, entry.name)
+        with os.scandir(root) as it:
+            children = sorted(it, key=_by_name)
+    except OSError as exc:
+        raise UserError(f"{root}: cannot list {root}: {exc.strerror or exc}") from None
+    folders: list[_Folder] = []
+    files: list[FileEntry] = []
+    for c in children:
+        try:  # the common case first: a folder that is no link (types from the listing)
+            plain = not c.is_symlink() and c.is_dir()
+        except OSError:
+            plain = False
+        if plain:
+            folders.append((c.name, False, False))
+            continue
+        found = _entry(c, root)
+        if found.is_dir:
+            folders.append((found.name, found.link, found.escapes))
+        else:
+            files.append(found)
+    return folders, tuple(files)
+
+
+# What ``_listed_at`` found in a model folder: its entries, its version folders, whether config.pbtxt is
+# listed, and the config's bytes when the guarded read took them.
+_Listed = tuple[tuple[FileEntry, ...], tuple[VersionDir, ...], bool, "bytes | None"]
+_NO_CONFIG: ConfigResult = (None, None, None, None, None)
+
+
+def _listed_model(entry: _Folder, folder: Path, root: Path, root_fd: int, read: bool) -> _Listed | None:
+    """The model folder ``entry`` listed through a descriptor of its own (opened once without following a
+    link; its listing, config and version folders read relative to it, not walked from the root each);
+    None when the path-based ``scan_model`` must decide (a link anywhere in it, an error: its words)."""
+    name, link, escapes = entry
+    if link or escapes:
+        return None
+    try:
+        fd = open_folder_at(root_fd, name)
     except (OSError, ValueError):
-        return scan_model(folder, root, escapes=False, config_path=config_path)
+        return None
     try:
-        found = _entries_at(fd)
-        if found is None:
-            return scan_model(folder, root, escapes=False, config_path=config_path)
-        children, files = found
-        config: ConfigResult | None = None
-        for child in children:
-            if child.name == CONFIG_FILE:
-                try:
-                    config = config_from_bytes(read_entry_at(fd, child, CONFIG))
-                except UnsafeFile:  # a folder, a special file, an error: the path-based reader says which
-                    config = read_config(config_path, root)
-                break
-        return scan_model(folder, root, (files, None), config, escapes=False, config_path=config_path, dir_fd=fd)
+        return _listed_at(fd, folder, root, read)
     finally:
         os.close(fd)
+
+
+def _config_at(fd: int, entry: os.DirEntry[str], read: bool) -> tuple[bytes | None, os.stat_result]:
+    """The config's bytes (None when not ``read`` or when the guarded read refuses it: the path-based
+    reader then gives the words) and its stat; ``OSError`` when it cannot even be stat-ed."""
+    if read:
+        try:
+            return read_entry_stat_at(fd, entry, CONFIG)
+        except UnsafeFile:  # a special file, an error
+            pass
+    return None, entry.stat()
+
+
+def _listed_at(fd: int, folder: Path, root: Path, read: bool) -> _Listed | None:
+    """The model folder open as ``fd`` in one pass over its listing (``read``: its config read too); None
+    when one of its entries is a link or on an error. A config read takes its record's size and mtime
+    from the ``fstat`` of the read (the listed regular file itself) instead of a ``stat`` of its own."""
+    files: list[FileEntry] = []
+    folders: list[str] = []
+    raw: bytes | None = None
+    has_config = False
+    try:
+        with os.scandir(fd) as it:
+            children = sorted(it, key=_by_name)
+        for c in children:
+            if c.is_symlink():  # the listing's type: no syscall unless the file system gives none
+                return None
+            cname = c.name
+            if c.is_dir():
+                files.append(FileEntry(cname, True))
+                folders.append(cname)
+                has_config = has_config or cname == CONFIG_FILE
+                continue
+            if cname == CONFIG_FILE:
+                has_config = True
+                raw, found = _config_at(fd, c, read)
+            else:
+                found = c.stat()  # size and mtime: RB405, the version rules and the ONNX memo use them
+            files.append(FileEntry(cname, False, found.st_size, mtime_ns=found.st_mtime_ns))
+    except OSError:
+        return None
+    versions = []
+    for vname in folders:
+        number, ignored = parse_version_name(vname)
+        vpath = _child(folder, vname)
+        vfiles = _list_at(fd, vname)
+        vproblem = None
+        if vfiles is None:
+            vfiles, vproblem = _list(vpath, root)
+        versions.append(VersionDir(vname, vpath, number, ignored or vproblem, vfiles))
+    return tuple(files), tuple(versions), has_config, raw
+
+
+def _finish(entry: _Folder, folder: Path, root: Path, config_path: Path, listed: _Listed | None, config: ConfigResult | None) -> ModelEntry:
+    """The model of a listed folder (``config``: its config's verdict when read elsewhere, else read here);
+    a folder not listed (None) is scanned the path-based way."""
+    name, _, escapes = entry
+    if listed is None:
+        return scan_model(folder, root, config_result=config, escapes=escapes, config_path=config_path)
+    files, versions, has_config, raw = listed
+    if not has_config:
+        config = _NO_CONFIG
+    elif config is None:
+        config = config_from_bytes(raw) if raw is not None else read_config(config_path, root)
+    parsed, text, problem, line, column = config
+    return ModelEntry(
+        name=name,
+        path=folder,
+        config_path=config_path,
+        config=parsed,
+        config_text=text,
+        config_problem=problem,
+        config_line=line,
+        config_column=column,
+        versions=versions,
+        files=files,
+    )
+
+
+def _scan_models(dirs: list[_Folder], root: Path, root_fd: int) -> tuple[ModelEntry, ...]:
+    folders = [_child(root, name) for name, _, _ in dirs]
+    config_paths = [_child(folder, CONFIG_FILE) for folder in folders]
+    # Parsing the configs is most of the work: in a big repository a forked child parses the configs of
+    # the last 55% of the folders while this process lists every folder and parses the rest (listing
+    # is the extra 10%). The child tries each folder's config.pbtxt; only those the listing shows are
+    # used, exactly as in a serial scan.
+    split = len(folders) * 45 // 100
+    child = None
+    if len(folders) >= PARALLEL_MIN_CONFIGS and _can_fork():
+        child = _ChildParse.start(config_paths[split:])
+    if child is None:  # one process: each folder listed and its config read through its descriptor
+        return tuple([
+            _finish(e, folder, root, config_path, _listed_model(e, folder, root, root_fd, True), None)
+            for e, folder, config_path in zip(dirs, folders, config_paths, strict=True)
+        ])
+    try:
+        listed = [_listed_model(e, folder, root, root_fd, i < split) for i, (e, folder) in enumerate(zip(dirs, folders, strict=True))]
+        own = [
+            _finish(e, folder, root, config_path, found, None)
+            for e, folder, config_path, found in zip(dirs[:split], folders[:split], config_paths[:split], listed[:split], strict=True)
+        ]
+    except BaseException:
+        child.abandon()
+        raise
+    second: Sequence[ConfigResult | None] | None = child.result()
+    if second is None:  # the child failed: its share is read here
+        second = [None] * (len(folders) - split)
+    rest = [
+        _finish(e, folder, root, config_path, found, config)
+        for e, folder, config_path, found, config in zip(
+            dirs[split:], folders[split:], config_paths[split:], listed[split:], second, strict=True
+        )
+    ]
+    return (*own, *rest)
 
 
 def scan_repository(location: str | Path) -> Repository:
@@ -387,55 +526,13 @@ def scan_repository(location: str | Path) -> Repository:
     if not root.is_dir():
         raise UserError(f"{root}: not a folder; pass the model repository's path")
     root = root.resolve()
-    entries, problem = _list(root, root)
-    if problem:
-        raise UserError(f"{root}: {problem}")
-    dirs = [e for e in entries if e.is_dir]
-    folders = [_child(root, e.name) for e in dirs]
-    config_paths = [_child(folder, CONFIG_FILE) for folder in folders]
-    # Parsing the configs is most of the work: in a big repository a forked child parses the configs of
-    # the last 55% of the folders while this process lists every folder and parses the rest (listing
-    # is the extra 10%). The child tries each folder's config.pbtxt; only those the listing shows are
-    # used, exactly as in a serial scan.
-    split = len(folders) * 45 // 100
-    child = None
-    if len(folders) >= PARALLEL_MIN_CONFIGS and _can_fork():
-        child = _ChildParse.start(config_paths[split:])
-    if child is None:  # one process: each model folder opened once, read through its descriptor
-        try:
-            root_fd = open_root(root)
-        except OSError as exc:
-            raise UserError(f"{root}: cannot open the folder: {exc.strerror or exc}") from None
-        try:
-            models = tuple(
-                _scan_at(e, folder, root, root_fd, config_path)
-                for e, folder, config_path in zip(dirs, folders, config_paths, strict=True)
-            )
-        finally:
-            os.close(root_fd)
-        return Repository(root=root, models=models, location=str(location), files=tuple(e for e in entries if not e.is_dir))
+    dirs, files = _root_listing(root)
     try:
-        listings = [((), None) if e.escapes else _list(folder, root) for e, folder in zip(dirs, folders, strict=True)]
-        has_config = [any(f.name == CONFIG_FILE for f in files) for files, _ in listings]
-        own = config_paths[:split] if child is not None else config_paths
-        configs: list[ConfigResult | None] = [
-            read_config(path, root) if present else None for path, present in zip(own, has_config[: len(own)], strict=True)
-        ]
-    except BaseException:
-        if child is not None:
-            child.abandon()
-        raise
-    if child is not None:
-        second: Sequence[ConfigResult | None] | None = child.result()
-        if second is None:  # the child failed: parse its share here
-            second = [
-                read_config(path, root) if present else None
-                for path, present in zip(config_paths[split:], has_config[split:], strict=True)
-            ]
-        configs.extend(c if present else None for c, present in zip(second, has_config[split:], strict=True))
-    models = tuple(
-        scan_model(folder, root, listing, config, escapes=e.escapes, config_path=config_path)
-        for e, folder, listing, config, config_path in zip(dirs, folders, listings, configs, config_paths, strict=True)
-    )
-    files = tuple(e for e in entries if not e.is_dir)
+        root_fd = open_root(root)
+    except OSError as exc:
+        raise UserError(f"{root}: cannot open the folder: {exc.strerror or exc}") from None
+    try:
+        models = _scan_models(dirs, root, root_fd)
+    finally:
+        os.close(root_fd)
     return Repository(root=root, models=models, location=str(location), files=files)

@@ -100,7 +100,7 @@ total = max(ct for (_, _, _, ct, _) in stats.values())
 PARTS = {
     "config parse (text_format)": ("text_format.py", "_ParseOrMerge"),
     "scan (all of it)": ("scan.py", "scan_repository"),
-    "guarded config reads (one no-follow open in the model folder)": ("guarded_read.py", "read_entry_at"),
+    "guarded config reads (one no-follow open in the model folder)": ("guarded_read.py", "read_entry_stat_at"),
     "rules (check_repository)": ("engine.py", "check_repository"),
     "python model checks (read + parse model.py)": ("model_files.py", "check_python_model"),
     "ensemble tensor analysis": ("ensemble_tensors.py", "analyze_tensors"),
