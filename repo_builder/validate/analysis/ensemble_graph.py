@@ -10,16 +10,17 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.positions import PathStep, placed
 from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name
+from repo_builder.validate.analysis.shapes import config_ios
 from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext
 
 if TYPE_CHECKING:
-    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelEnsembling
+    from tritonclient.grpc.model_config_pb2 import ModelInput, ModelOutput
 
 T = TypeVar("T")
 
@@ -40,14 +41,42 @@ def lookup(ctx: RuleContext, name: str) -> ModelEntry | None:
     return ctx.repository.model(name)
 
 
-def steps(model: ModelEntry) -> tuple[ModelEnsembling.Step, ...]:
-    """The ensemble's steps, copied out of the proto once per entry (every stage walks them, several times)."""
+class Step(NamedTuple):
+    """One step of an ensemble as plain Python values (a tuple: one is built per step of every ensemble)."""
+
+    model_name: str
+    model_version: int
+    input_map: dict[str, str]  # in the proto map's order: Triton's texts name the first offender
+    output_map: dict[str, str]
+
+
+def steps(model: ModelEntry) -> tuple[Step, ...]:
+    """The ensemble's steps, read out of the proto once per entry: every stage walks them several times,
+    and each read of a proto map or sub-message builds a new wrapper object."""
     return model_fact(model, steps, _steps)
 
 
-def _steps(model: ModelEntry) -> tuple[ModelEnsembling.Step, ...]:
+def _steps(model: ModelEntry) -> tuple[Step, ...]:
     assert model.config is not None  # an ensemble: its platform comes from its config
-    return tuple(model.config.ensemble_scheduling.step)
+    out = []
+    for step in model.config.ensemble_scheduling.step:
+        # Key by key: dict(proto_map) goes through collections.abc's Python-level views, twice as slow.
+        ins, outs = step.input_map, step.output_map
+        out.append(Step(step.model_name, step.model_version, {k: ins[k] for k in ins}, {k: outs[k] for k in outs}))
+    return tuple(out)
+
+
+def io_of(model: ModelEntry) -> tuple[tuple[ModelInput, ...], tuple[ModelOutput, ...]]:
+    """The config's inputs and outputs, from the entry's kept ``config_ios``: the tensor rules have
+    walked them already, and a kept message reads its fields without building a new wrapper."""
+    return model_fact(model, io_of, _io_of)
+
+
+def _io_of(model: ModelEntry) -> tuple[tuple[ModelInput, ...], tuple[ModelOutput, ...]]:
+    ios = config_ios(model)
+    inputs = tuple([io for kind, io in ios if kind == "model input"])
+    outputs = tuple([io for kind, io in ios if kind == "model output"])
+    return cast("tuple[ModelInput, ...]", inputs), cast("tuple[ModelOutput, ...]", outputs)
 
 
 # What a problem is about: a path to its element in the ensemble's config.pbtxt (positions.element_at).
@@ -99,18 +128,19 @@ def _judge_scheduling(model: ModelEntry) -> tuple[Problem, ...]:
     if not step_list:
         problems.append((f"must specify 'step' for ensemble '{name}'", SCHEDULING))
     for index, step in enumerate(step_list):
-        for what, present in (
-            ("model_name", bool(step.model_name)),
-            ("input_map", len(step.input_map) > 0),
-            ("output_map", len(step.output_map) > 0),
-        ):
-            if not present:
-                problems.append((f"must specify '{what}' in step {index} of ensemble '{name}'", step_at(index)))
-                break
+        # The first of the three a step lacks (Triton stops at it).
+        lacking = (
+            "model_name" if not step.model_name
+            else "input_map" if not step.input_map
+            else "output_map" if not step.output_map
+            else None
+        )
+        if lacking is not None:
+            problems.append((f"must specify '{lacking}' in step {index} of ensemble '{name}'", step_at(index)))
     return tuple(problems)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _FlowNode:
     name: str
     is_output: bool
@@ -136,22 +166,24 @@ def _build_flow(model: ModelEntry, name: str) -> dict[str, _FlowNode] | Problem:
             node.is_output = True
             written.append(node)
         for tensor in step.input_map.values():
-            node = tensors.setdefault(tensor, _FlowNode(tensor, False))
+            node = tensors.get(tensor)
+            if node is None:
+                node = tensors[tensor] = _FlowNode(tensor, False)
             for out in written:
                 out.prev.append(node)
                 node.next.append(out)
     return tensors
 
 
-def _mark_ready(cfg: ModelConfig, name: str, tensors: dict[str, _FlowNode]) -> list[Problem]:
+def _mark_ready(inputs: list[str], name: str, tensors: dict[str, _FlowNode]) -> list[Problem]:
     """Walk from the ensemble's inputs, marking every tensor that can be computed; unused inputs."""
     problems: list[Problem] = []
     queue: deque[_FlowNode] = deque()
-    for io in cfg.input:
-        node = tensors.get(io.name)
+    for tensor in inputs:
+        node = tensors.get(tensor)
         if node is None:
             # Triton's text has a stray quote after the ensemble name; kept so log searches match.
-            problems.append((f"ensemble input '{io.name}' for ensemble {name}' is not used", _io_name("input", io.name)))
+            problems.append((f"ensemble input '{tensor}' for ensemble {name}' is not used", _io_name("input", tensor)))
             continue
         node.ready = True
         queue.append(node)
@@ -191,22 +223,22 @@ def _data_flow(model: ModelEntry) -> tuple[Problem, ...]:
 
 
 def _judge_data_flow(model: ModelEntry) -> list[Problem]:
-    cfg = model.config
-    assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
     tensors = _build_flow(model, name)
     if isinstance(tensors, tuple):
         return [tensors]
-    problems = _mark_ready(cfg, name, tensors)
+    inputs, outputs_declared = io_of(model)
+    problems = _mark_ready([io.name for io in inputs], name, tensors)
     outputs = set()
-    for io in cfg.output:
-        node = tensors.get(io.name)
+    for io in outputs_declared:
+        tensor = io.name
+        node = tensors.get(tensor)
         if node is None:
-            problems.append((f"ensemble output '{io.name}' for ensemble {name}' is not used", _io_name("output", io.name)))
+            problems.append((f"ensemble output '{tensor}' for ensemble {name}' is not used", _io_name("output", tensor)))
         elif not node.ready:
-            problems.append((_not_written(io.name, name, node), _io_name("output", io.name)))
+            problems.append((_not_written(tensor, name, node), _io_name("output", tensor)))
         else:
-            outputs.add(io.name)
+            outputs.add(tensor)
     if problems:
         return problems
     return [

@@ -10,13 +10,15 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from repo_builder.validate.analysis.autocomplete import backend_fills_io, io_autocompleted
 from repo_builder.validate.analysis.bounded import name_list
 from repo_builder.validate.analysis.ensemble_graph import (
     SCHEDULING,
+    Step,
     Where,
+    io_of,
     located,
     lookup,
     member_finding,
@@ -27,6 +29,7 @@ from repo_builder.validate.analysis.ensemble_graph import (
     steps,
 )
 from repo_builder.validate.analysis.enums import enum_name
+from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.onnx_autocomplete import onnx_completed_config
 from repo_builder.validate.analysis.positions import PathStep, element_at
 from repo_builder.validate.analysis.resolve import config_name
@@ -34,34 +37,40 @@ from repo_builder.validate.analysis.shapes import TYPE_INVALID, WILDCARD
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext, Severity
 
 if TYPE_CHECKING:
-    from tritonclient.grpc.model_config_pb2 import (
-        ModelConfig,
-        ModelEnsembling,
-        ModelInput,
-        ModelOutput,
-    )
+    from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
 
 
-@dataclass(frozen=True)
-class _Written:
-    """Where a side of an ensemble tensor is declared: the tensor entry in a config's text (the ensemble's
-    own input or output, or the member's), and the ensemble's map entry that brings it in (None for the
-    ensemble's own tensors)."""
+class _Written(NamedTuple):
+    """Where a side of an ensemble tensor is declared: the tensor entry ``kind`` (input or output) named
+    ``name`` in ``owner``'s config.pbtxt (the ensemble's own, or the member's), and the step whose map entry
+    brings it in (-1 for the ensemble's own tensors). A tuple, paths built only for a finding: one is made
+    per tensor of every ensemble."""
 
     owner: ModelEntry
-    tensor: Where  # path to the tensor in owner's config.pbtxt
+    kind: str  # "input" | "output"
+    name: str
     dims_field: str = "dims"  # "reshape" when the ensemble reads its input through a reshape
-    entry: Where | None = None  # path to the step's map entry in the ensemble's config.pbtxt
+    step: int = -1
+
+    @property
+    def tensor(self) -> Where:
+        """Path to the tensor in the owner's config.pbtxt."""
+        return (self.kind, ("name", self.name))
+
+    @property
+    def entry(self) -> Where | None:
+        """Path to the step's map entry in the ensemble's config.pbtxt (None: the ensemble's own tensor)."""
+        return step_at(self.step, f"{self.kind}_map", ("key", self.name), "key") if self.step >= 0 else None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _TensorNode:
     """Core's TensorNode: the type and shape of one ensemble tensor and the model it came from."""
 
     model: str
+    batching: bool = False  # the model batches: Triton also compares the dims with the batch dimension added
     dtype: int = TYPE_INVALID
     dims: tuple[int, ...] = ()
-    full_dims: tuple[int, ...] = ()
     written: _Written | None = None
     step: int = -1  # the step that writes it (RB511 places its finding there); -1: none
     decoupled: bool = False
@@ -71,13 +80,49 @@ class _TensorNode:
     next: list[_TensorNode] = field(default_factory=list)
     sibling: _TensorNode | None = None
 
+    @property
+    def full_dims(self) -> tuple[int, ...]:
+        return ((-1,) if self.batching else ()) + self.dims
 
-def _node(model: str, batching: bool, dtype: int, dims: Iterable[int], written: _Written | None = None) -> _TensorNode:
-    dims = tuple(dims)
-    return _TensorNode(model, dtype, dims, ((-1,) if batching else ()) + dims, written)
+
+class _Tensor(NamedTuple):
+    """A member's input or output, read out of its config once."""
+
+    name: str
+    dtype: int
+    dims: tuple[int, ...]
+    optional: bool  # inputs only
+
+
+class _Io(NamedTuple):
+    """What the mapping checks read of a member's config: protobuf fields cost a wrapper object per read."""
+
+    max_batch_size: int
+    inputs: tuple[_Tensor, ...]
+    outputs: tuple[_Tensor, ...]
+    decoupled: bool
+    complete: bool = False  # some inputs and outputs, each with its data_type and dims
+
+
+_NO_IO = _Io(0, (), (), False)  # a config as empty as written: auto-complete adds no tensors, no batching
+
+
+def _io(cfg: ModelConfig, inputs: Iterable[ModelInput], outputs: Iterable[ModelOutput]) -> _Io:
+    # dims[:] copies the repeated field in C: tuple() over the container steps through it in Python.
+    ins = tuple([_Tensor(t.name, t.data_type, tuple(t.dims[:]), t.optional) for t in inputs])
+    outs = tuple([_Tensor(t.name, t.data_type, tuple(t.dims[:]), False) for t in outputs])
+    complete = bool(ins) and bool(outs) and all(t.dtype != TYPE_INVALID and t.dims for t in (*ins, *outs))
+    return _Io(cfg.max_batch_size, ins, outs, cfg.model_transaction_policy.decoupled, complete)
+
+
+def _member_io(member: ModelEntry) -> _Io:
+    """``_io`` of the member's own config (not None), kept on the entry: two stages read it."""
+    return model_fact(member, _member_io, lambda m: _io(cast("ModelConfig", m.config), *io_of(m)))
 
 
 def _dims_match(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    if a == b:  # the common case, and what the loop below concludes for equal shapes
+        return True
     return len(a) == len(b) and all(x == y or WILDCARD in (x, y) for x, y in zip(a, b, strict=True))
 
 
@@ -145,17 +190,12 @@ def member_io_final(member: ModelEntry, ctx: RuleContext) -> bool:
     the backend reads them (ONNX, TensorRT, a Python ``auto_complete_config``), else there are none (a
     Python model.py without ``auto_complete_config``), and the mapping checks can be decided.
     """
-    cfg = member.config
-    if cfg is None:
+    if member.config is None:
         if ctx.options.strict or member.has_config_file:
             return True  # refused before the tensors matter (RB105, RB201)
         return not backend_fills_io(member)
-    if not io_autocompleted(member, ctx):
-        return True
-    tensors: list[ModelInput | ModelOutput] = [*cfg.input, *cfg.output]
-    return (
-        bool(cfg.input) and bool(cfg.output) and all(t.data_type != TYPE_INVALID and t.dims for t in tensors)
-    )
+    # Every tensor declared in full: final whatever auto-complete may do (the cheap test first).
+    return _member_io(member).complete or not io_autocompleted(member, ctx)
 
 
 @dataclass(frozen=True)
@@ -175,15 +215,18 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
     cfg = model.config
     assert cfg is not None  # an ensemble: its platform comes from its config
     name = config_name(model)
-    batching = cfg.max_batch_size > 0
     out: list[GraphFinding] = []
-    # A member whose tensors come from its model file: completed from its ONNX graph when that can be read
-    # (core judges the ensemble against each member's completed config), else unknown.
-    completed = {
-        n: onnx_completed_config(cast(ModelEntry, lookup(ctx, n)), ctx)
-        for n in member_names(model)
-        if not member_io_final(cast(ModelEntry, lookup(ctx, n)), ctx)
-    }
+    members: dict[str, ModelEntry] = {}
+    completed: dict[str, ModelConfig | None] = {}
+    ios: dict[str, _Io] = {}
+    for n in member_names(model):
+        m = members[n] = cast(ModelEntry, lookup(ctx, n))  # members_ok: every member exists
+        # A member whose tensors come from its model file: completed from its ONNX graph when that can be
+        # read (core judges the ensemble against each member's completed config), else unknown.
+        c = None
+        if not member_io_final(m, ctx):
+            c = completed[n] = onnx_completed_config(m, ctx)
+        ios[n] = _io(c, c.input, c.output) if c is not None else _member_io(m) if m.config is not None else _NO_IO
     unknown = [n for n, c in completed.items() if c is None]
     if unknown:
         found = member_finding(
@@ -194,101 +237,113 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
             hint="declare the member's inputs and outputs in its config.pbtxt to have them checked offline",
         )
         out.append(GraphFinding("mapping", replace(found, severity=Severity.INFO)))
-    tensors: dict[str, _TensorNode] = {}
-    io: ModelInput | ModelOutput  # the two loops below
-    for io in cfg.input:
-        reshaped = io.HasField("reshape")
-        dims = io.reshape.shape if reshaped else io.dims
-        written = _Written(model, ("input", ("name", io.name)), "reshape" if reshaped else "dims")
-        tensors[io.name] = _node(name, batching, io.data_type, dims, written)
-    sink = _TensorNode(name)
-    for io in cfg.output:
-        reshaped = io.HasField("reshape")
-        dims = io.reshape.shape if reshaped else io.dims
-        written = _Written(model, ("output", ("name", io.name)), "reshape" if reshaped else "dims")
-        node = tensors.setdefault(io.name, _node(name, batching, io.data_type, dims, written))
-        sink.prev.append(node)
-        node.next.append(sink)
-
+    # Without a decoupled member every tensor carries the same label: the decoupled walk cannot fail, so
+    # the links it follows (core's prev/next/sibling) are not built.
+    link = any(io.decoupled for io in ios.values())
+    tensors, inputs = _ensemble_tensors(model, cfg, name, link)
     for index, step in enumerate(steps(model)):
-        member = lookup(ctx, step.model_name)
-        assert member is not None  # members_ok: every member exists
         mname = step.model_name
-        mcfg = completed.get(mname) or member.config
-        if mcfg is None:
-            if mname in unknown:
-                return out
-            from tritonclient.grpc import model_config_pb2 as pb
-
-            mcfg = pb.ModelConfig()  # auto-complete adds no tensors and no batching: config as empty as written
-        if mcfg.max_batch_size != 0 and mcfg.max_batch_size < cfg.max_batch_size:
+        member = members[mname]
+        mcfg = completed.get(mname)
+        if mcfg is None and member.config is None and mname in unknown:
+            return out
+        io = ios[mname]
+        if io.max_batch_size != 0 and io.max_batch_size < cfg.max_batch_size:
             out.append(
                 GraphFinding(
                     "batch",
                     located(
                         model,
                         f"ensemble {name} allows maximum batch size {cfg.max_batch_size}, but it contains model "
-                        f"{mname} which only allows maximum batch size to be {mcfg.max_batch_size}",
+                        f"{mname} which only allows maximum batch size to be {io.max_batch_size}",
                         ("max_batch_size",),
-                        hint=f"lower the ensemble's max_batch_size to {mcfg.max_batch_size} or raise the member's",
+                        hint=f"lower the ensemble's max_batch_size to {io.max_batch_size} or raise the member's",
                     ),
                 )
             )
         if mname in unknown:
             return out  # later steps would be judged against an incomplete graph
-        problems = _map_step(_Step(model, ctx.repository.root, name, index, member), step, mcfg, tensors)
-        hint = (
-            f"'{mname}' has no config.pbtxt and auto-complete fills in no inputs or outputs for it (a model.py "
-            "without auto_complete_config): write its config.pbtxt"
-            if member.config is None and completed.get(mname) is None
-            else None
-        )
-        out.extend(GraphFinding(stage, replace(finding, hint=hint) if hint else finding) for stage, finding in problems)
+        problems = _map_step(_Step(model, ctx.repository.root, name, index, member, link), step, io, tensors)
         if problems:
+            hint = (
+                f"'{mname}' has no config.pbtxt and auto-complete fills in no inputs or outputs for it (a model.py "
+                "without auto_complete_config): write its config.pbtxt"
+                if member.config is None and mcfg is None
+                else None
+            )
+            out.extend(GraphFinding(stage, replace(finding, hint=hint) if hint else finding) for stage, finding in problems)
             return out
-    problem = _decoupled_problem(name, cfg, tensors)
+    problem = _decoupled_problem(name, inputs, tensors) if link else None
     if problem:
         text, index = problem  # the step that mixes the branches, else the ensemble's outputs
         out.append(GraphFinding("decoupled", located(model, text, step_at(index, "model_name") if index >= 0 else ("output",))))
     return out
 
 
+def _ensemble_tensors(model: ModelEntry, cfg: ModelConfig, name: str, link: bool) -> tuple[dict[str, _TensorNode], list[str]]:
+    """The graph's start: the ensemble's own inputs and outputs (with ``link``, the outputs linked to a
+    sink node), and the names of its inputs in their order, where the decoupled walk starts."""
+    batching = cfg.max_batch_size > 0
+    tensors: dict[str, _TensorNode] = {}
+    inputs: list[str] = []
+    io: ModelInput | ModelOutput  # the two loops below
+    declared_inputs, declared_outputs = io_of(model)
+    for io in declared_inputs:
+        reshaped = io.HasField("reshape")
+        dims = io.reshape.shape if reshaped else io.dims
+        tname = io.name
+        written = _Written(model, "input", tname, "reshape" if reshaped else "dims")
+        tensors[tname] = _TensorNode(name, batching, io.data_type, tuple(dims[:]), written)
+        inputs.append(tname)
+    sink = _TensorNode(name)
+    for io in declared_outputs:
+        tname = io.name
+        node = tensors.get(tname)
+        if node is None:
+            reshaped = io.HasField("reshape")
+            dims = io.reshape.shape if reshaped else io.dims
+            written = _Written(model, "output", tname, "reshape" if reshaped else "dims")
+            node = tensors[tname] = _TensorNode(name, batching, io.data_type, tuple(dims[:]), written)
+        if link:
+            sink.prev.append(node)
+            node.next.append(sink)
+    return tensors, inputs
+
+
 Problems = list[tuple[str, Finding]]  # (stage, finding with Triton's text)
 
 
-@dataclass(frozen=True)
-class _Step:
+class _Step(NamedTuple):
     """The step being mapped: the ensemble, where its files are, its name and the step's index."""
 
     model: ModelEntry
     root: Path
     ensemble: str
-    index: int
+    number: int  # the step's index (not `index`: a tuple method)
     member: ModelEntry
+    link: bool  # build the links of the decoupled walk
 
     def at(self, text: str, *where: PathStep) -> Finding:
-        return located(self.model, text, step_at(self.index, *where))
-
-    def side(self, kind: str, tensor: str) -> _Written:
-        """The member's side of a tensor: its entry in the member's config, the step's map entry."""
-        return _Written(
-            self.member, (kind, ("name", tensor)), entry=step_at(self.index, f"{kind}_map", ("key", tensor), "key")
-        )
+        return located(self.model, text, step_at(self.number, *where))
 
 
-def _merge(tensors: dict[str, _TensorNode], tensor: str, new: _TensorNode, step: _Step) -> Finding | None:
-    """Add a member's view of ``tensor`` to the graph, or say how it contradicts the one already there."""
-    if tensor not in tensors:
+def _merge(tensors: dict[str, _TensorNode], tensor: str, step: _Step, kind: str, io: _Tensor, batching: bool) -> Finding | None:
+    """Add a member's view (its input or output ``io``) of ``tensor`` to the graph, or say how it
+    contradicts the one already there."""
+    existing = tensors.get(tensor)
+    if existing is not None and existing.dtype == io.dtype and existing.dims == io.dims:
+        return None  # the same type and shape: consistent, nothing to add (the common case)
+    new = _TensorNode(step.member.name, batching, io.dtype, io.dims, _Written(step.member, kind, io.name, step=step.number))
+    if existing is None:
         tensors[tensor] = new
         return None
-    existing = tensors[tensor]
     found = _consistency(existing, new, f"in ensemble {step.ensemble}, ensemble tensor {tensor}: ")
     if found is None:
         return None
     return _inconsistency(step.model, step.root, existing, new, *found)
 
 
-def _map_inputs(step: _Step, input_map: dict[str, str], member_inputs: list[ModelInput], batching: bool,
+def _map_inputs(step: _Step, input_map: dict[str, str], member_inputs: tuple[_Tensor, ...], batching: bool,
                 tensors: dict[str, _TensorNode]) -> Problems:
     ensemble, mname = step.ensemble, step.member.name
     inputs = {io.name for io in member_inputs}
@@ -309,13 +364,13 @@ def _map_inputs(step: _Step, input_map: dict[str, str], member_inputs: list[Mode
                                         "ensemble tensors", "input_map"))
                 )
             continue
-        found = _merge(tensors, tensor, _node(mname, batching, io.data_type, io.dims, step.side("input", io.name)), step)
+        found = _merge(tensors, tensor, step, "input", io, batching)
         if found:
             problems.append(("consistency", found))
     return problems
 
 
-def _map_outputs(step: _Step, output_map: dict[str, str], member_outputs: list[ModelOutput], batching: bool,
+def _map_outputs(step: _Step, output_map: dict[str, str], member_outputs: tuple[_Tensor, ...], batching: bool,
                  tensors: dict[str, _TensorNode]) -> Problems:
     ensemble, mname = step.ensemble, step.member.name
     outputs = {io.name for io in member_outputs}
@@ -327,14 +382,15 @@ def _map_outputs(step: _Step, output_map: dict[str, str], member_outputs: list[M
     ]
     if problems:
         return problems
-    sibling = _TensorNode(mname)
+    sibling = _TensorNode(mname) if step.link else None
     for key, tensor in output_map.items():
         matches = [io for io in member_outputs if io.name == key]
         for io in matches:
-            found = _merge(tensors, tensor, _node(mname, batching, io.data_type, io.dims, step.side("output", key)), step)
+            found = _merge(tensors, tensor, step, "output", io, batching)
             if found:
                 problems.append(("consistency", found))
-            tensors[tensor].sibling = sibling
+            if sibling is not None:
+                tensors[tensor].sibling = sibling
         if len(matches) > 1:
             problems.append(
                 ("mapping", step.at(f"in ensemble {ensemble}, multiple outputs in model {mname} are mapped to the same "
@@ -343,36 +399,35 @@ def _map_outputs(step: _Step, output_map: dict[str, str], member_outputs: list[M
     return problems
 
 
-def _map_step(where: _Step, step: ModelEnsembling.Step, mcfg: ModelConfig, tensors: dict[str, _TensorNode]) -> Problems:
+def _map_step(where: _Step, step: Step, io: _Io, tensors: dict[str, _TensorNode]) -> Problems:
     """Core's ValidateTensorMapping for one step; links the step's tensors into the graph."""
-    batching = mcfg.max_batch_size > 0
-    # Plain copies: protobuf maps and repeated fields are slow to walk, and each is walked several times.
-    input_map, output_map = dict(step.input_map), dict(step.output_map)
-    problems = _map_inputs(where, input_map, list(mcfg.input), batching, tensors)
+    batching = io.max_batch_size > 0
+    input_map, output_map = step.input_map, step.output_map
+    problems = _map_inputs(where, input_map, io.inputs, batching, tensors)
     if problems:
         return problems
-    problems = _map_outputs(where, output_map, list(mcfg.output), batching, tensors)
-    if problems:
+    problems = _map_outputs(where, output_map, io.outputs, batching, tensors)
+    if problems or not where.link:
         return problems
-    decoupled = mcfg.model_transaction_policy.decoupled
+    decoupled = io.decoupled
+    sources = [tensors[source] for source in input_map.values()]
     for tensor in output_map.values():
         node = tensors[tensor]
         node.decoupled = decoupled
-        node.step = where.index
-        for source in input_map.values():
-            prev = tensors[source]
+        node.step = where.number
+        for prev in sources:
             node.prev.append(prev)
             prev.next.append(node)
     return []
 
 
-def _decoupled_problem(ensemble: str, cfg: ModelConfig, tensors: dict[str, _TensorNode]) -> tuple[str, int] | None:
+def _decoupled_problem(ensemble: str, inputs: list[str], tensors: dict[str, _TensorNode]) -> tuple[str, int] | None:
     """Core's walk labelling tensors by the decoupled step they descend from; a step may not mix labels.
     Triton's text and the step's index (-1 when the branches meet only at the ensemble's outputs)."""
     label = 0
     queue: deque[_TensorNode] = deque()
-    for io in cfg.input:
-        node = tensors[io.name]
+    for tensor in inputs:
+        node = tensors[tensor]
         node.visited = True
         queue.append(node)
     while queue:
