@@ -15,12 +15,7 @@ from typing import Any
 from repo_builder.onnx_io import OnnxSignature, OnnxTensor
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.onnx_compare import OnnxProblem, autocomplete_batching, triton_type
-from repo_builder.validate.analysis.onnx_model import (
-    not_downloaded,
-    onnx_file,
-    onnx_filename,
-    read_version_signature,
-)
+from repo_builder.validate.analysis.onnx_model import onnx_filename, version_graph
 from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.records import ModelEntry, RuleContext
 
@@ -39,12 +34,10 @@ def _complete(model: ModelEntry, ctx: RuleContext) -> Any | None:
     numbers = versions_to_load(model)
     if filename is None or not numbers:
         return None
-    path = onnx_file(model, max(numbers), filename)
-    if path is None or not_downloaded(model, max(numbers), filename, path) is not None:
-        return None
-    sig = read_version_signature(path, model, filename)
-    if isinstance(sig, OnnxProblem) or not _typed(sig):
-        return None
+    found = version_graph(model, max(numbers), filename)  # read once with the RB6xx checks
+    sig = found.graph if found is not None else None
+    if sig is None or isinstance(sig, OnnxProblem) or not _typed(sig):
+        return None  # no file, not downloaded (an INFO problem), unreadable, or untyped
     from tritonclient.grpc import model_config_pb2 as pb  # protobuf classes: loaded with the configs already
 
     cfg = pb.ModelConfig()

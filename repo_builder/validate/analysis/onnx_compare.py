@@ -6,7 +6,7 @@ Triton stops at the first problem; these functions report them all, each tagged 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from repo_builder.dtypes import _BY_ONNX_ID
 from repo_builder.onnx_io import OnnxSignature, OnnxTensor
@@ -46,6 +46,22 @@ def _config_type(io: ModelInput | ModelOutput) -> str:
     return enum_name(_DATA_TYPE[0], io.data_type)
 
 
+# The DataType number of each ONNX element type's Triton name (None: the name is no DataType value, so no
+# config type equals it), filled at first sight: the comparison is then two ints, the names built for a finding.
+_TYPE_NUMBER: dict[int, int | None] = {}
+
+
+def _same_type(io: ModelInput | ModelOutput, elem_type: int) -> bool:
+    """Whether the config's ``data_type`` is the graph's element type (``_config_type`` equal to ``triton_type``)."""
+    number = _TYPE_NUMBER.get(elem_type, -1)
+    if number == -1:
+        if not _DATA_TYPE:
+            _DATA_TYPE.append(io.DESCRIPTOR.fields_by_name["data_type"].enum_type)
+        value = _DATA_TYPE[0].values_by_name.get(triton_type(elem_type))
+        number = _TYPE_NUMBER[elem_type] = value.number if value is not None else None
+    return number is not None and io.data_type == number
+
+
 class OnnxProblem(NamedTuple):
     code: str
     message: str
@@ -66,11 +82,8 @@ def _compare_dims(
                 f"{_shape(shape)}",
                 "set max_batch_size: 0 (the graph has no batch dimension) or export the model with a dynamic first axis",
             )
-        full = [-1, *dims]
-        ok = len(shape) == len(full) and all(
-            m == c for m, c in zip(shape, full, strict=True) if exact or m != -1
-        )
-        if not ok:
+        if not _fits(shape, dims, exact, 1):  # the batch dim (-1) is shape[0]: the rest against dims
+            full = [-1, *dims]
             return OnnxProblem(
                 "RB605",
                 f"model '{model}', tensor '{tensor}': the model expects {len(shape)} dimensions (shape "
@@ -80,8 +93,7 @@ def _compare_dims(
                 f"with max_batch_size > 0, dims leave out the batch dimension: dims: {_shape(list(shape[1:]))}",
             )
         return None
-    ok = len(shape) == len(dims) and all(m == c for m, c in zip(shape, dims, strict=True) if exact or m != -1)
-    if not ok:
+    if not _fits(shape, dims, exact, 0):
         return OnnxProblem(
             "RB605",
             f"model '{model}', tensor '{tensor}': the model expects {len(shape)} dimensions (shape "
@@ -91,15 +103,34 @@ def _compare_dims(
     return None
 
 
+def _fits(shape: tuple[int, ...], dims: list[int], exact: bool, skip: int) -> bool:
+    """Whether ``shape[skip:]`` has ``dims``' rank and each dim equals the config's (where the graph's is
+    fixed, or everywhere when ``exact``)."""
+    if len(shape) != len(dims) + skip:
+        return False
+    rest = list(shape[skip:] if skip else shape)
+    if rest == dims or exact:  # the usual case, and the whole test when exact
+        return rest == dims
+    return all(m == c or m == -1 for m, c in zip(rest, dims, strict=True))
+
+
 def _well_formed_dims(io: ModelInput | ModelOutput) -> list[int] | None:
     """The shape the backend compares (the reshape's, else the dims) of a well-formed entry, else None.
 
     Malformed entries (no name, type or dims; dims of 0 or below -1) are the config rules' business."""
-    reshaped = io.HasField("reshape")
-    if not io.name or io.data_type == 0 or not (reshaped or len(io.dims) > 0):
+    # Slices: a repeated field's [:] is a list at half the cost of list() (upb's iterator is slow).
+    if io.HasField("reshape"):
+        dims = io.reshape.shape[:]
+    else:
+        dims = io.dims[:]
+        if not dims:
+            return None
+    if not io.name or io.data_type == 0:
         return None
-    dims = list(io.reshape.shape) if reshaped else list(io.dims)
-    return dims if all(d >= 1 or d == -1 for d in dims) else None
+    for d in dims:
+        if d < 1 and d != -1:
+            return None
+    return dims
 
 
 def _sequence_inputs(config: ModelConfig) -> int:
@@ -139,8 +170,9 @@ def compare_onnx(name: str, config: ModelConfig, sig: OnnxSignature, strict: boo
     """
     problems: list[OnnxProblem] = []
     mbs = config.max_batch_size
-    inputs, outputs = list(config.input), list(config.output)
-    have_inputs = len(inputs) + len(config.batch_input) > 0
+    inputs, outputs = config.input[:], config.output[:]
+    batch_inputs = len(config.batch_input)
+    have_inputs = len(inputs) + batch_inputs > 0
     if not strict and not (have_inputs and outputs):
         # Auto-complete fills missing inputs/outputs from the graph (consistent by construction).
         mbs, problem = autocomplete_batching(name, mbs, sig)
@@ -151,9 +183,10 @@ def compare_onnx(name: str, config: ModelConfig, sig: OnnxSignature, strict: boo
     # Input count (ORT counts non-initializer graph inputs; optional config inputs may be initializers).
     # Without auto-complete an empty input list is compared too ("configuration expects 0 inputs").
     if have_inputs or strict:
-        expected = (
-            sum(1 for io in inputs if not io.optional) + len(config.batch_input) + _sequence_inputs(config)
-        )
+        expected = batch_inputs + (_sequence_inputs(config) if config.HasField("sequence_batching") else 0)
+        for io in inputs:
+            if not io.optional:
+                expected += 1
         if expected != len(sig.inputs):
             problems.append(
                 OnnxProblem(
@@ -163,8 +196,10 @@ def compare_onnx(name: str, config: ModelConfig, sig: OnnxSignature, strict: boo
                     "the graph's inputs are: " + name_list(t.name for t in sig.inputs),
                 )
             )
-    problems.extend(_compare_inputs(name, inputs, sig, mbs))
-    problems.extend(_compare_outputs(name, config, outputs, sig, mbs))
+    if inputs:
+        _compare_inputs(problems, name, inputs, sig, mbs)
+    if outputs:
+        _compare_outputs(problems, name, config, outputs, sig, mbs)
     return problems
 
 
@@ -173,104 +208,144 @@ def _allowed(by_name: dict[str, OnnxTensor]) -> str:
     return name_list(sorted(by_name, key=os.fsencode))
 
 
-def _compare_inputs(name: str, inputs: list[ModelInput], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
-    problems: list[OnnxProblem] = []
-    by_name = {t.name: t for t in (*sig.inputs, *sig.overridable)}
+def _named(name: str, tensors: tuple[OnnxTensor, ...]) -> OnnxTensor | None:
+    """The last tensor called ``name`` (as a name-to-tensor dict of them would keep it).
+
+    A graph has a few tensors: a scan costs less than building that dict for every model."""
+    for t in reversed(tensors):
+        if t.name == name:
+            return t
+    return None
+
+
+def _compare_inputs(problems: list[OnnxProblem], name: str, inputs: list[ModelInput], sig: OnnxSignature, mbs: int) -> None:
     for io in inputs:
         dims = _well_formed_dims(io)
         if dims is None:
             continue
+        io_name = io.name
         if io.optional and mbs != 0:
             problems.append(
                 OnnxProblem(
                     "RB606",
-                    f"unable to load model '{name}', optional input '{io.name}' is not supported for models that "
+                    f"unable to load model '{name}', optional input '{io_name}' is not supported for models that "
                     "support batching",
                     "set max_batch_size: 0 or make the input required",
                 )
             )
             continue
-        tensor = by_name.get(io.name)
+        # {inputs, then overridable}'s last tensor of the name: an overridable one wins
+        tensor = _named(io_name, sig.overridable) if sig.overridable else None
         if tensor is None:
+            tensor = _named(io_name, sig.inputs)
+        if tensor is None:
+            by_name = {t.name: t for t in (*sig.inputs, *sig.overridable)}
             problems.append(
                 OnnxProblem(
                     "RB603",
-                    f"unexpected inference input '{io.name}', allowed inputs are: {_allowed(by_name)}",
+                    f"unexpected inference input '{io_name}', allowed inputs are: {_allowed(by_name)}",
                     "use the graph's input names",
                 )
             )
             continue
-        problems.extend(_compare_tensor(name, "input", io, dims, tensor, mbs, exact=False))
-    return problems
+        found = _compare_tensor(name, "input", io, io_name, dims, tensor, mbs, io.allow_ragged_batch)
+        if found:
+            problems.extend(found)
 
 
-def _compare_outputs(name: str, config: ModelConfig, outputs: list[ModelOutput], sig: OnnxSignature, mbs: int) -> list[OnnxProblem]:
-    problems: list[OnnxProblem] = []
-    out_by_name = {t.name: t for t in sig.outputs}
-    batch_targets = {t for bo in config.batch_output for t in bo.target_name}
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+def _compare_outputs(
+    problems: list[OnnxProblem], name: str, config: ModelConfig, outputs: list[ModelOutput], sig: OnnxSignature, mbs: int
+) -> None:
+    batch_targets: set[str] | frozenset[str] = {t for bo in config.batch_output for t in bo.target_name} if config.batch_output else _NO_NAMES
     for io in outputs:
         dims = _well_formed_dims(io)
         if dims is None:
             continue
-        tensor = out_by_name.get(io.name)
+        io_name = io.name
+        tensor = _named(io_name, sig.outputs)
         if tensor is None:
+            out_by_name = {t.name: t for t in sig.outputs}
             problems.append(
                 OnnxProblem(
                     "RB603",
-                    f"unexpected inference output '{io.name}', allowed outputs are: {_allowed(out_by_name)}",
+                    f"unexpected inference output '{io_name}', allowed outputs are: {_allowed(out_by_name)}",
                     "use the graph's output names",
                 )
             )
             continue
-        found = _compare_tensor(name, "output", io, dims, tensor, mbs, exact=True)
+        found = _compare_tensor(name, "output", io, io_name, dims, tensor, mbs, False)
         # A batch output's shape is the backend's to fill: only its data type is compared.
-        problems.extend(p for p in found if io.name not in batch_targets or p.code != "RB605")
-    return problems
+        if found:
+            problems.extend(p for p in found if io_name not in batch_targets or p.code != "RB605")
+
+
+_NONE: list[OnnxProblem] = []  # what a clean tensor returns (never appended to)
 
 
 def _compare_tensor(
-    name: str, kind: str, io: ModelInput | ModelOutput, dims: list[int], tensor: OnnxTensor, mbs: int, exact: bool
+    name: str, kind: str, io: ModelInput | ModelOutput, io_name: str, dims: list[int], tensor: OnnxTensor, mbs: int,
+    ragged: bool,
 ) -> list[OnnxProblem]:
-    out: list[OnnxProblem] = []
-    expected = _config_type(io)
-    actual = triton_type(tensor.elem_type)
-    if tensor.elem_type is not None and expected != actual:
-        out.append(
-            OnnxProblem(
-                "RB604",
-                f"unable to load model '{name}', configuration expects datatype {expected} for {kind} "
-                f"'{io.name}', model provides {actual}",
-                f"set data_type: {actual}",
-            )
-        )
-    if tensor.dims is None:
+    """The data type and shape of config entry ``io`` (named ``io_name``; ``ragged``: an input's
+    allow_ragged_batch) against the graph's ``tensor``; inputs compare dims where the graph's are fixed,
+    outputs all of them."""
+    out: list[OnnxProblem] = _NONE
+    elem_type = tensor.elem_type
+    if elem_type is not None:
+        number = _TYPE_NUMBER.get(elem_type, -1)  # _same_type's lookup, inline: asked for every tensor
+        if number == -1 or number is None or io.data_type != number:
+            out = _type_problems(name, kind, io, io_name, elem_type)
+    shape = tensor.dims
+    if shape is None:
         return out  # rank unknown in the graph: nothing to compare
-    if kind == "input" and cast("ModelInput", io).allow_ragged_batch:
-        if tensor.dims != (-1,):
-            out.append(
+    if ragged:
+        if shape != (-1,):
+            out = [
+                *out,
                 OnnxProblem(
                     "RB605",
                     f"unable to load model '{name}', configuration expects model provides input with shape [-1]  "
-                    f"for ragged input '{io.name}', model provides {_shape(tensor.dims)}",
+                    f"for ragged input '{io_name}', model provides {_shape(shape)}",
                     "a ragged input must be 1-D and dynamic in the graph",
-                )
-            )
+                ),
+            ]
         return out
-    if len(tensor.dims) == 0:
+    if len(shape) == 0:
         if any(d != 1 for d in dims):
-            out.append(
+            out = [
+                *out,
                 OnnxProblem(
                     "RB605",
-                    f"unable to load model '{name}', scalar tensor '{io.name}', should only provide 1 in the model "
+                    f"unable to load model '{name}', scalar tensor '{io_name}', should only provide 1 in the model "
                     f"configuration when the model doesn't support batching. Model configuration provided: "
                     f"{_shape(dims)}.",
                     "a scalar in the graph is dims: [1] in the config",
-                )
-            )
+                ),
+            ]
         return out
-    problem = _compare_dims(name, io.name, tensor.dims, dims, mbs, exact)
+    # The usual case first: the graph's shape is exactly the config's (after the batch dim), which fits
+    # whether or not dynamic graph dims are wildcards.
+    if list(shape[1:]) == dims and shape[0] == -1 if mbs > 0 else list(shape) == dims:
+        return out
+    problem = _compare_dims(name, io_name, shape, dims, mbs, kind == "output")
     if problem is not None:
-        out.append(problem)
+        out = [*out, problem]
     return out
 
 
+def _type_problems(name: str, kind: str, io: ModelInput | ModelOutput, io_name: str, elem_type: int) -> list[OnnxProblem]:
+    if _same_type(io, elem_type):
+        return _NONE
+    expected = _config_type(io)
+    actual = triton_type(elem_type)
+    return [
+        OnnxProblem(
+            "RB604",
+            f"unable to load model '{name}', configuration expects datatype {expected} for {kind} "
+            f"'{io_name}', model provides {actual}",
+            f"set data_type: {actual}",
+        )
+    ]

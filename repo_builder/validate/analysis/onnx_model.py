@@ -7,17 +7,17 @@ offline validate never follows a path out of the repository (docs/security.md).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path, PurePath
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from repo_builder.onnx_io import OnnxReadError, OnnxSignature, read_onnx_signature
 from repo_builder.validate.analysis.files import resolves_inside
-from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.onnx_compare import OnnxProblem, compare_onnx
 from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.analysis.versions import content_key, listed_file, version_folder, versions_to_load
-from repo_builder.validate.records import ModelEntry, RuleContext, Severity
+from repo_builder.validate.records import FileEntry, ModelEntry, RuleContext, Severity
 
 
 class OnnxChecked(NamedTuple):
@@ -87,8 +87,11 @@ def read_version_signature(path: Path, model: ModelEntry, filename: str) -> Onnx
         return OnnxProblem("RB601", f"{filename} leaves the model folder; not read", "copy the file into the model folder")
     key = content_key(model, path, listed)
     hit = _SIGNATURES.get(key) if key is not None else None
-    if hit is not None:
-        return hit
+    return hit if hit is not None else _read(path, model, filename, key)
+
+
+def _read(path: Path, model: ModelEntry, filename: str, key: tuple[str, int, int] | None) -> OnnxSignature | OnnxProblem:
+    """Read the graph and keep it under ``key`` (None: not kept)."""
     try:
         sig = read_onnx_signature(path, model.path)
     except OnnxReadError as exc:
@@ -112,11 +115,70 @@ def onnx_filename(model: ModelEntry, ctx: RuleContext) -> str | None:
 
 def check_onnx_model(model: ModelEntry, ctx: RuleContext) -> tuple[OnnxChecked, ...]:
     """All ONNX findings of one model, computed once and shared by the RB6xx rules."""
-    strict = ctx.options.strict  # the only part of the run the answer depends on
-    return model_fact(model, (check_onnx_model, strict), lambda m: tuple(_check(m, ctx)))
+    # model_fact inlined, keys made once: seven rules ask for every ONNX model, and the call, closure and
+    # key were a fifth of it. ``strict`` is the only part of the run the answer depends on.
+    key = _CHECK_KEYS[1 if ctx.options.strict else 0]
+    facts = model.facts
+    found = facts.get(key)
+    if found is None:
+        found = facts[key] = _check(model, ctx)
+    return found
 
 
-def _check_version(model: ModelEntry, ctx: RuleContext, number: int, filename: str) -> OnnxChecked | None:
+_CHECK_KEYS = ((check_onnx_model, False), (check_onnx_model, True))
+
+
+class VersionGraph(NamedTuple):
+    """Version ``number``'s graph file, as read once per model for every ONNX check and auto-complete."""
+
+    text: str  # the file's path
+    graph: OnnxSignature | OnnxProblem  # its inputs and outputs, or the RB601 problem (INFO: not downloaded)
+
+
+def version_graph(model: ModelEntry, number: int, filename: str) -> VersionGraph | None:
+    """The graph of version ``number`` (``onnx_file``, ``not_downloaded``, ``read_version_signature``
+    in one, kept on the model), None when the file is absent."""
+    key = (version_graph, number, filename)
+    facts = model.facts
+    found = facts.get(key, facts)  # the facts themselves mark "not looked at yet": None is an answer
+    if found is facts:
+        graph = facts[key] = _version_graph(model, number, filename)
+        return graph
+    return cast("VersionGraph | None", found)
+
+
+def _version_graph(model: ModelEntry, number: int, filename: str) -> VersionGraph | None:
+    v = version_folder(model, number)
+    entry = v.entry(filename) if v is not None else None
+    if v is None or entry is None or entry.escapes:
+        return None  # RB405 reports the missing file, RB103 the escaping link
+    size, mtime = entry.size, entry.mtime_ns
+    if entry.is_dir or size is None or mtime is None:
+        return _general_graph(model, number, filename)  # a model.onnx/ folder, a remote listing, no stat
+    # A file the scan listed and stat'ed directly in the version folder: what onnx_file, not_downloaded,
+    # listed_file and content_key derive, from the entries at hand, in strings (a Path only to read).
+    # A version folder is the model folder's subfolder ``v.name`` and a listed name is one component, so
+    # this is str(v.path / filename), without the Path and the first str() of v.path (2 us: uncached).
+    text = str(model.path) + os.sep + v.name + os.sep + filename
+    if not _plain(model, v.name, entry) and not resolves_inside(Path(text), model.path):
+        problem = OnnxProblem("RB601", f"{filename} leaves the model folder; not read", "copy the file into the model folder")
+        return VersionGraph(text, problem)
+    key = (text, size, mtime)
+    hit = _SIGNATURES.get(key)
+    return VersionGraph(text, hit if hit is not None else _read(Path(text), model, filename, key))
+
+
+def _plain(model: ModelEntry, folder: str, entry: FileEntry) -> bool:
+    """``listed_file``'s ``plain``: neither the version folder nor the file in it is a symlink."""
+    if entry.link:
+        return False
+    for f in model.files:
+        if f.name == folder:
+            return not f.link
+    return False
+
+
+def _general_graph(model: ModelEntry, number: int, filename: str) -> VersionGraph | None:
     path = onnx_file(model, number, filename)
     if path is None:
         return None
@@ -128,21 +190,31 @@ def _check_version(model: ModelEntry, ctx: RuleContext, number: int, filename: s
             "raise --max-download or validate a local copy",
             Severity.INFO,
         )
-        return OnnxChecked(number, path, (problem,))
-    sig = read_version_signature(path, model, filename)
+        return VersionGraph(str(path), problem)
+    return VersionGraph(str(path), read_version_signature(path, model, filename))
+
+
+def _check_version(model: ModelEntry, ctx: RuleContext, number: int, filename: str) -> OnnxChecked | None:
+    found = version_graph(model, number, filename)
+    if found is None:
+        return None
+    sig = found.graph
     if isinstance(sig, OnnxProblem):
-        return OnnxChecked(number, path, (sig,))
-    problems = list(external_data_problems(sig, path, model.path, filename))
+        return OnnxChecked(number, Path(found.text), (sig,))
+    # The path is built only for a finding (most models have none).
+    problems = list(external_data_problems(sig, Path(found.text), model.path, filename)) if sig.external_files else []
     if model.config is not None:
         problems.extend(compare_onnx(model.name, model.config, sig, ctx.options.strict))
-    return OnnxChecked(number, path, tuple(problems)) if problems else None
+    return OnnxChecked(number, Path(found.text), tuple(problems)) if problems else None
 
 
-def _check(model: ModelEntry, ctx: RuleContext) -> Iterator[OnnxChecked]:
+def _check(model: ModelEntry, ctx: RuleContext) -> tuple[OnnxChecked, ...]:
     filename = onnx_filename(model, ctx)
     if filename is None:
-        return
+        return ()
+    found = []
     for number in versions_to_load(model):
         checked = _check_version(model, ctx, number, filename)
         if checked is not None:
-            yield checked
+            found.append(checked)
+    return tuple(found)

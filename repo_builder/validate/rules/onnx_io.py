@@ -6,7 +6,7 @@ every finding of a model is computed once (analysis/onnx_model.py) and each rule
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from repo_builder.validate.analysis.onnx_model import check_onnx_model, onnx_filename
 from repo_builder.validate.analysis.resolve import model_backend
@@ -14,16 +14,20 @@ from repo_builder.validate.analysis.server_paths import judge_server_path
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
 
-def _findings(code: str, model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    for checked in check_onnx_model(model, ctx):
-        for p in checked.problems:
-            if p.code == code:
-                path = checked.path if code == "RB601" else None
-                yield Finding(p.message, path=path, hint=p.hint, version=checked.version, severity=p.severity)
+def _findings(code: str, model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
+    # A plain function, not a generator: for the usual model with no ONNX problem it returns () at once.
+    every = check_onnx_model(model, ctx)
+    if not every:
+        return ()
+    return [
+        Finding(p.message, path=checked.path if code == "RB601" else None, hint=p.hint, version=checked.version,
+                severity=p.severity)
+        for checked in every for p in checked.problems if p.code == code
+    ]
 
 
 @rule("RB601", "onnx-model-unreadable")
-def check_onnx_unreadable(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_onnx_unreadable(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """The ONNX file cannot be read as an ONNX model, or its external weights are missing.
 
     ONNX Runtime fails to create a session from a damaged or truncated file, a file that is not ONNX, or a
@@ -35,11 +39,11 @@ def check_onnx_unreadable(model: ModelEntry, ctx: RuleContext) -> Iterator[Findi
 
     Passes: ``1/model.onnx`` written by ``torch.onnx.export`` (and its ``.data`` file beside it).
     """
-    yield from _findings("RB601", model, ctx)
+    return _findings("RB601", model, ctx)
 
 
 @rule("RB602", "onnx-input-count", field="input")
-def check_onnx_input_count(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_onnx_input_count(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """The config declares a different number of inputs than the graph requires.
 
     The backend counts the config's inputs (without optional ones, plus batch inputs and sequence
@@ -49,33 +53,33 @@ def check_onnx_input_count(model: ModelEntry, ctx: RuleContext) -> Iterator[Find
 
     Passes: a config declaring both.
     """
-    yield from _findings("RB602", model, ctx)
+    return _findings("RB602", model, ctx)
 
 
 @rule("RB603", "onnx-tensor-unknown", field="input")
-def check_onnx_tensor_unknown(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_onnx_tensor_unknown(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A config input or output has a name the ONNX graph does not have.
 
     Fails: ``input [{ name: "input" ... }]`` for a graph whose input is ``input_ids``.
 
     Passes: ``name: "input_ids"``.
     """
-    yield from _findings("RB603", model, ctx)
+    return _findings("RB603", model, ctx)
 
 
 @rule("RB604", "onnx-dtype-mismatch", field="data_type")
-def check_onnx_dtype_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_onnx_dtype_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A config tensor's ``data_type`` differs from the graph's element type.
 
     Fails: ``data_type: TYPE_FP32`` for an ``int64`` graph input.
 
     Passes: ``data_type: TYPE_INT64``.
     """
-    yield from _findings("RB604", model, ctx)
+    return _findings("RB604", model, ctx)
 
 
 @rule("RB605", "onnx-dims-mismatch", field="dims")
-def check_onnx_dims_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_onnx_dims_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A config tensor's ``dims`` (or ``reshape``) do not fit the graph's shape.
 
     With ``max_batch_size > 0`` the graph's first dimension must be dynamic (the batch) and ``dims`` give
@@ -87,11 +91,11 @@ def check_onnx_dims_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
 
     Passes: ``max_batch_size: 8`` and ``dims: [16]``.
     """
-    yield from _findings("RB605", model, ctx)
+    return _findings("RB605", model, ctx)
 
 
 @rule("RB606", "onnx-batching-unsupported", field="max_batch_size")
-def check_onnx_batching_unsupported(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_onnx_batching_unsupported(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """The config asks for batching the graph cannot do.
 
     While auto-completing a config that lacks inputs or outputs, the backend refuses a non-zero
@@ -102,11 +106,11 @@ def check_onnx_batching_unsupported(model: ModelEntry, ctx: RuleContext) -> Iter
 
     Passes: ``max_batch_size: 0``.
     """
-    yield from _findings("RB606", model, ctx)
+    return _findings("RB606", model, ctx)
 
 
 @rule("RB607", "onnx-max-batch-size-autofilled", Severity.WARNING, field="max_batch_size")
-def check_onnx_max_batch_size_autofilled(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_onnx_max_batch_size_autofilled(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Auto-complete will set ``max_batch_size`` to 4 behind your back.
 
     When the config lacks inputs or outputs, ``max_batch_size`` is 0 and every graph tensor has a
@@ -117,14 +121,15 @@ def check_onnx_max_batch_size_autofilled(model: ModelEntry, ctx: RuleContext) ->
 
     Passes: ``max_batch_size: 8`` written explicitly, or inputs and outputs both declared.
     """
-    yield from _findings("RB607", model, ctx)
+    return _findings("RB607", model, ctx)
 
 
 # Backends that register model_operations libraries (onnxruntime.cc RegisterCustomOpsLibrary, tensorflow TF_LoadLibrary).
 _OP_LIBRARY_BACKENDS = ("onnxruntime", "tensorflow")
 
 
-@rule("RB608", "onnx-op-library", field="model_operations")
+# A parsed config without model_operations finds nothing here (the first line returns): the engine skips the call.
+@rule("RB608", "onnx-op-library", field="model_operations", sections=("model_operations",))
 def check_onnx_op_library(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A ``model_operations { op_library_filename }`` library is not where the server will look for it.
 
