@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+from repo_builder.validate.analysis.memo import model_fact
+from repo_builder.validate.records import ModelEntry
 
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup
@@ -26,3 +29,29 @@ def resolved_kind(group: ModelInstanceGroup, gpu_present: bool, gpu_count: int |
     if not gpu_present or any(gpu_exists(g, gpu_present, gpu_count) is False for g in group.gpus):
         return KIND_CPU
     return KIND_GPU
+
+
+class GroupSummary(NamedTuple):
+    """One pass over a config's instance groups: when a flag is false, the rules that look for it have
+    nothing to find (the common config is judged without each rule walking the groups again)."""
+
+    kinds: tuple[int, ...]  # each group's written kind
+    gpus: bool  # some group lists gpus
+    profile: bool  # some group lists a TensorRT profile (RB307)
+    odd: bool  # some group has a negative count or secondary_devices (RB308)
+
+
+def group_summary(model: ModelEntry) -> GroupSummary:
+    """``GroupSummary`` of the model's config (no groups without one), kept on the entry."""
+    return model_fact(model, group_summary, _summarize_groups)
+
+
+def _summarize_groups(model: ModelEntry) -> GroupSummary:
+    kinds: list[int] = []
+    gpus = profile = odd = False
+    for group in model.config.instance_group[:] if model.config is not None else ():
+        kinds.append(group.kind)
+        gpus = gpus or bool(group.gpus)
+        profile = profile or bool(group.profile)
+        odd = odd or group.count < 0 or bool(group.secondary_devices)
+    return GroupSummary(tuple(kinds), gpus, profile, odd)

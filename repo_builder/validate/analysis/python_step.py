@@ -14,8 +14,8 @@ from repo_builder.validate.analysis.files import UnsafeFile, read_bounded
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.python_imports import PythonImports, python_imports
 from repo_builder.validate.analysis.resolve import judged, resolve_backend
-from repo_builder.validate.analysis.versions import content_key, version_folder, versions_to_load
-from repo_builder.validate.records import ModelEntry, RuleContext, VersionDir
+from repo_builder.validate.analysis.versions import content_key, entry_key, version_folder, versions_to_load
+from repo_builder.validate.records import FileEntry, ModelEntry, RuleContext, VersionDir
 
 T = TypeVar("T")
 EXECUTION_ENV_PATH = "EXECUTION_ENV_PATH"  # python_backend python_be.cc: the step's own packed environment
@@ -63,10 +63,13 @@ _DERIVED: dict[tuple[Hashable, tuple[str, int, int]], Any] = {}
 _MAX_DERIVED = 4096
 
 
-def step_source_fact(path: Path, model: ModelEntry, ctx: RuleContext, what: Hashable, derive: Callable[[bytes], T]) -> T:
+def step_source_fact(
+    path: Path, model: ModelEntry, ctx: RuleContext, what: Hashable, derive: Callable[[bytes], T], entry: FileEntry | None = None
+) -> T:
     """``derive(source)`` of the step source at ``path`` (read with ``read_step_source``, which raises
-    ``UnsafeFile``), kept while the file is unchanged."""
-    key = content_key(model, path)
+    ``UnsafeFile``), kept while the file is unchanged. ``entry``: the version folder listing's entry for
+    ``path`` when the caller has it (then the path is not looked up again)."""
+    key = content_key(model, path) if entry is None else entry_key(str(path), entry)
     if key is not None:
         hit = _DERIVED.get((what, key))
         if hit is not None:
@@ -89,7 +92,9 @@ def _read(model: ModelEntry, ctx: RuleContext) -> tuple[StepVersion, ...]:
         if v is None or entry is None or entry.is_dir or entry.escapes or entry.size is None or entry.size > MAX_PYTHON_BYTES:
             continue  # RB405 / RB407 / RB103 report these
         try:
-            imports = step_source_fact(v.path / name, model, ctx, (python_imports, name), lambda s: python_imports(s, name))
+            imports = step_source_fact(
+                v.path / name, model, ctx, (python_imports, name), lambda s: python_imports(s, name), entry
+            )
         except UnsafeFile:
             continue  # RB407 reports it
         steps.append(StepVersion(number, v, v.path / name, imports))

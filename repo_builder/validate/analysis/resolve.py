@@ -102,6 +102,8 @@ class _Probe:
 
 def first_folder(model: ModelEntry) -> VersionDir | None:
     # Triton inspects only the first entry of a std::set of subfolder names: byte order.
+    if len(model.versions) < 2:
+        return model.versions[0] if model.versions else None
     dirs = sorted(model.versions, key=lambda v: os.fsencode(v.name))
     return dirs[0] if dirs else None
 

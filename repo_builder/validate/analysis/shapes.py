@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.records import ModelEntry
@@ -80,9 +80,64 @@ def _ios(model: ModelEntry) -> tuple[tuple[str, ModelInput | ModelOutput], ...]:
     cfg = model.config
     if cfg is None:  # no config, no tensors (the rules asking return before this)
         return ()
-    return (*(("model input", io) for io in cfg.input), *(("model output", io) for io in cfg.output))
+    return (*[("model input", io) for io in cfg.input[:]], *[("model output", io) for io in cfg.output[:]])
 
 
 def dims_text(dims: Iterable[int]) -> str:
     """Core's DimsListToString: ``[-1,4]``."""
     return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+class IoSummary(NamedTuple):
+    """What one pass over a config's tensors says about all of them: each flag, when true, means a rule has
+    nothing to find, so the common clean config is judged without each rule walking the tensors again
+    (protobuf's accessors cost 0.1 to 0.3 microseconds each)."""
+
+    complete: bool  # every tensor has a name, a data_type the proto names (not TYPE_INVALID) and dims (RB202)
+    plain_shapes: bool  # no reshape and every dimension >= 1: ``io_shape_problems`` finds nothing (RB203)
+    plain_features: bool  # no NHWC/NCHW format, shape tensor, non-linear format or TYPE_STRING (RB204)
+    unique_names: bool  # no input name twice, no output name twice (RB205)
+
+
+def io_summary(model: ModelEntry) -> IoSummary:
+    """``IoSummary`` of the model's config (all true without one), kept on the entry."""
+    return model_fact(model, io_summary, _summarize)
+
+
+_NAMED_TYPES: frozenset[int] = frozenset()
+
+
+def _named_types(io: ModelInput | ModelOutput) -> frozenset[int]:
+    """The data_type numbers model_config.proto names (read from the proto once per process)."""
+    global _NAMED_TYPES
+    if not _NAMED_TYPES:
+        enum = type(io).DESCRIPTOR.fields_by_name["data_type"].enum_type
+        _NAMED_TYPES = frozenset(enum.values_by_number if enum is not None else ())
+    return _NAMED_TYPES
+
+
+def _summarize(model: ModelEntry) -> IoSummary:
+    cfg = model.config
+    complete = plain_shapes = plain_features = unique_names = True
+    if cfg is None:
+        return IoSummary(complete, plain_shapes, plain_features, unique_names)
+    # Slices: a list of a repeated field costs less than iterating the field itself.
+    for inputs, tensors in ((True, cfg.input[:]), (False, cfg.output[:])):
+        seen: set[str] = set()
+        for io in tensors:
+            name, data_type, dims = io.name, io.data_type, io.dims[:]
+            if not name or data_type == TYPE_INVALID or not dims or data_type not in _named_types(io):
+                complete = False
+            if (dims and min(dims) < 1) or io.HasField("reshape"):
+                plain_shapes = False
+            if (
+                data_type == TYPE_STRING
+                or io.is_shape_tensor
+                or io.is_non_linear_format_io
+                or (inputs and io.format in (FORMAT_NHWC, FORMAT_NCHW))  # type: ignore[union-attr]
+            ):
+                plain_features = False
+            if name and name in seen:
+                unique_names = False
+            seen.add(name)
+    return IoSummary(complete, plain_shapes, plain_features, unique_names)

@@ -21,6 +21,8 @@ def versions_to_load(model: ModelEntry) -> tuple[int, ...]:
 
 
 def _versions_to_load(model: ModelEntry) -> tuple[int, ...]:
+    if model.config is None or not model.config.HasField("version_policy"):
+        return model.version_numbers[-1:]  # the default policy, the latest: version_numbers are sorted
     return versions_to_load_by_policy(model.config, model.version_numbers)
 
 
@@ -62,10 +64,15 @@ def content_key(model: ModelEntry, path: Path, listed: Listed | None = None) -> 
     a file deeper down). ``listed``: ``listed_file(model, path)`` when the caller has it."""
     if listed is None:
         listed = listed_file(model, path)
-    entry = listed.entry if listed is not None else None
-    if listed is None or entry is None or entry.escapes or entry.size is None or entry.mtime_ns is None:
+    return None if listed is None else entry_key(listed.text, listed.entry)
+
+
+def entry_key(text: str, entry: FileEntry) -> tuple[str, int, int] | None:
+    """``content_key`` for a file the caller found in a version folder's listing itself (``text``: its path),
+    without looking the path up again."""
+    if entry.escapes or entry.size is None or entry.mtime_ns is None:
         return None
-    return (listed.text, entry.size, entry.mtime_ns)
+    return (text, entry.size, entry.mtime_ns)
 
 
 def is_unlistable(problem: str | None) -> bool:
@@ -87,3 +94,25 @@ def misplaced_config_hint(model: ModelEntry) -> str | None:
         f"{CONFIG_FILE} belongs in the model folder, not the version folder: move "
         f"{model.name}/{folders[0]}/{CONFIG_FILE} to {model.name}/{CONFIG_FILE}"
     )
+
+
+class ListingSummary(NamedTuple):
+    """One pass over the names the scan listed in a model folder and its version folders."""
+
+    utf8: bool  # every name is UTF-8 text (no surrogate escapes): RB104 finds no file name
+    links_ok: bool  # no entry is a symlink leaving the repository or a broken one: RB103 finds no link
+
+
+def listing_summary(model: ModelEntry) -> ListingSummary:
+    """``ListingSummary`` of the model's listing, kept on the entry."""
+    return model_fact(model, listing_summary, _summarize_listing)
+
+
+def _summarize_listing(model: ModelEntry) -> ListingSummary:
+    entries = [*model.files, *(f for v in model.versions for f in v.files)]
+    try:
+        "".join(f.name for f in entries).encode("utf-8")
+        utf8 = True
+    except UnicodeEncodeError:
+        utf8 = False
+    return ListingSummary(utf8, not any(f.escapes or f.broken for f in entries))

@@ -49,7 +49,9 @@ def check_dynamic_batching_sizes(model: ModelEntry, ctx: RuleContext) -> Iterabl
         return
     name = config_name(model)
     text = model.config_text
-    for index, size in enumerate(cfg.dynamic_batching.preferred_batch_size):
+    db = cfg.dynamic_batching
+    sizes = db.preferred_batch_size[:]  # a list: cheaper to walk than the repeated field
+    for index, size in enumerate(sizes):
         at = ("dynamic_batching", "preferred_batch_size", index)
         if size <= 0:
             yield placed(Finding(f"dynamic batching preferred size must be positive for {name}"), text, *at)
@@ -61,12 +63,10 @@ def check_dynamic_batching_sizes(model: ModelEntry, ctx: RuleContext) -> Iterabl
             yield placed(found, text, *at)
     # Queue settings are a reason to keep the block on a non-batching model; and a backend's
     # auto-complete may still raise max_batch_size from the model file.
-    db = cfg.dynamic_batching
-    queues = db.priority_levels or db.HasField("default_queue_policy") or db.priority_queue_policy
     if (
         cfg.max_batch_size == 0
-        and not db.preferred_batch_size
-        and not queues
+        and not sizes
+        and not (db.priority_levels or db.HasField("default_queue_policy") or db.priority_queue_policy)
         and not io_autocompleted(model, ctx)
     ):
         yield Finding(

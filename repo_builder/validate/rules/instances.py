@@ -16,6 +16,7 @@ from repo_builder.validate.analysis.devices import (
     KIND_GPU,
     KIND_MODEL,
     gpu_exists,
+    group_summary,
     resolved_kind,
 )
 from repo_builder.validate.analysis.positions import placed
@@ -78,6 +79,9 @@ def check_instance_group_devices(model: ModelEntry, ctx: RuleContext) -> Iterabl
         return
     if cfg.platform == "ensemble" or cfg.HasField("ensemble_scheduling"):
         return
+    groups = group_summary(model)
+    if gpu_present and not groups.gpus and _kinds_accepted(model, groups.kinds):
+        return  # the common case: nothing below can find anything
     name = config_name(model)
     yield from _gpu_only_on_cpu_target(model, gpu_present)
     yield from _kind_refused_by_backend(model, gpu_present, ctx.options.gpu_count)
@@ -86,6 +90,20 @@ def check_instance_group_devices(model: ModelEntry, ctx: RuleContext) -> Iterabl
         kind = resolved_kind(group, gpu_present, ctx.options.gpu_count)
         for found, child in _group_problems(prefix, group, kind, ctx.options, model):
             yield placed(found, model.config_text, "instance_group", index, child)
+
+
+def _kinds_accepted(model: ModelEntry, kinds: tuple[int, ...]) -> bool:
+    """Whether the backend accepts every group's kind on a target with GPUs, when no group lists gpus
+    (KIND_AUTO is KIND_GPU there): then the devices rule finds nothing."""
+    resolved = resolve_backend(model)
+    info = backend_info(resolved.backend, resolved.platform)
+    if info is None:
+        return True
+    for kind in kinds:
+        device = _KIND_DEVICE.get(KIND_GPU if kind == KIND_AUTO else kind)
+        if device is not None and device not in info.devices:
+            return False
+    return True
 
 
 def _gpu_only_on_cpu_target(model: ModelEntry, gpu_present: bool) -> Iterator[Finding]:
@@ -192,7 +210,7 @@ def check_instance_group_profile(model: ModelEntry, ctx: RuleContext) -> Iterabl
     Fails: `profile: [ "0" ]` on an ONNX model. Passes: the same on a `tensorrt_plan` model.
     """
     cfg = model.config
-    if cfg is None or cfg.HasField("ensemble_scheduling"):
+    if cfg is None or not group_summary(model).profile or cfg.HasField("ensemble_scheduling"):
         return
     name = config_name(model)
     tensorrt = model_backend(model) == "tensorrt"
@@ -228,7 +246,7 @@ def check_instance_group_count(model: ModelEntry, ctx: RuleContext) -> Iterable[
     Fails: `count: -1`. Passes: `count: 1`.
     """
     cfg = model.config
-    if cfg is None or cfg.HasField("ensemble_scheduling"):
+    if cfg is None or not group_summary(model).odd or cfg.HasField("ensemble_scheduling"):
         return
     name = config_name(model)
     tensorrt = model_backend(model) == "tensorrt"

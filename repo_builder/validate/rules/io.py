@@ -22,6 +22,7 @@ from repo_builder.validate.analysis.shapes import (
     TYPE_STRING,
     config_ios,
     io_shape_problems,
+    io_summary,
 )
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
@@ -48,7 +49,7 @@ def check_io_required_fields(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
 
     Fails (strict): `input [ { name: "x" dims: [ 3 ] } ]`. Passes: add `data_type: TYPE_FP32`.
     """
-    if model.config is None:
+    if model.config is None or io_summary(model).complete:
         return
     name = config_name(model)
     filled: bool | None = None  # asked only when something is missing: it may read model.py
@@ -119,7 +120,7 @@ def check_io_shapes(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
 
     Fails: `dims: [ 1, 3, 2 ] reshape: { shape: [ 5 ] }`. Passes: `reshape: { shape: [ 6 ] }`.
     """
-    if model.config is None:
+    if model.config is None or io_summary(model).plain_shapes:
         return
     name = config_name(model)
     for kind, io in config_ios(model):
@@ -142,7 +143,7 @@ def check_io_features(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     Fails: `platform: "onnxruntime_onnx"` with `is_shape_tensor: true`. Passes: the same on `tensorrt_plan`.
     """
     cfg = model.config
-    if cfg is None:
+    if cfg is None or io_summary(model).plain_features:
         return
     name = config_name(model)
     tensorrt = model_backend(model) == "tensorrt"
@@ -180,7 +181,7 @@ def check_duplicate_names(model: ModelEntry, ctx: RuleContext) -> Iterable[Findi
     Fails: two `input` entries named `x`. Passes: names are unique.
     """
     cfg = model.config
-    if cfg is None:
+    if cfg is None or io_summary(model).unique_names:
         return
     for kind, tensors in (("input", cfg.input), ("output", cfg.output)):
         seen: set[str] = set()

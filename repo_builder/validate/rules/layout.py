@@ -12,7 +12,7 @@ from pathlib import Path
 from repo_builder.triton_layout import CONFIG_FILE
 from repo_builder.validate.analysis.autocomplete import python_io_autocompleted
 from repo_builder.validate.analysis.resolve import resolve_backend
-from repo_builder.validate.analysis.versions import is_unlistable, misplaced_config_hint
+from repo_builder.validate.analysis.versions import is_unlistable, listing_summary, misplaced_config_hint
 from repo_builder.validate.records import FileEntry, Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
 
@@ -124,6 +124,8 @@ def check_symlink_leaves_repository(model: ModelEntry, ctx: RuleContext) -> Iter
     if model.problem is not None and not is_unlistable(model.problem):
         yield Finding(str(model.problem), path=model.path, hint="copy the folder into the repository")
         return
+    if listing_summary(model).links_ok:
+        return
     for path, entry in _escaping(model.files, model.path):
         yield _link_finding(path.name, path, entry, None)
     for v in model.versions:
@@ -149,11 +151,11 @@ def check_non_utf8_name(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding
             path=model.path,
             hint="rename the folder with ASCII or UTF-8 characters",
         )
+    if listing_summary(model).utf8:  # one check for the common case
+        return
     names: list[tuple[str, Path, int | None]] = [(f.name, model.path, None) for f in model.files]
     for v in model.versions:
         names.extend((f.name, v.path, v.number) for f in v.files)
-    if is_utf8("".join(n for n, _, _ in names)):  # one check for the common case
-        return
     for name, folder, version in names:
         path = folder / name
         if not is_utf8(name):

@@ -145,14 +145,15 @@ def check_model_file_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
             continue  # RB108 says why
         if resolved.backend == "tensorrt" and v.has(RECIPE_FILE):
             continue  # a plan still to be compiled: RB701 (tensorrt-plan-pending) reports it
-        reasons = [_missing(v, name, resolved.backend, resolved.platform, _inner(model, resolved)) for name in names]
-        if any(why is None for why in reasons):
-            found = names[reasons.index(None)]
+        inner = _inner(model, resolved)
+        found = next((n for n in names if _missing(v, n, resolved.backend, resolved.platform, inner) is None), None)
+        if found is not None:  # the first file the backend tries that is there
             if resolved.backend == "openvino" and found.endswith(".xml"):
                 # an IR model reads <stem>.bin; ONNX (or other formats OpenVINO reads) carries its weights
                 yield from _openvino_weights(model, v, number, found, resolved)
             continue
-        yield _missing_file_finding(model, v, number, names, cast(str, reasons[0]), resolved)  # no None: any() above
+        why = cast(str, _missing(v, names[0], resolved.backend, resolved.platform, inner))  # none is there
+        yield _missing_file_finding(model, v, number, names, why, resolved)
 
 
 @rule("RB406", "cc-model-filenames-invalid", field="cc_model_filenames", sections=("cc_model_filenames",))
@@ -248,7 +249,7 @@ def check_python_model(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]
         try:
             # read_step_source keeps the text for RB421, which reads the same file
             problems = step_source_fact(
-                path, model, ctx, (check_python_source, name), lambda s: tuple(check_python_source(s, name))
+                path, model, ctx, (check_python_source, name), lambda s: tuple(check_python_source(s, name)), entry
             )
         except UnsafeFile as exc:
             yield Finding(str(exc), path=path, version=number)
