@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 from typing import cast
 
@@ -125,6 +126,7 @@ def _segments(rules: list[Rule]) -> tuple[Segment, ...]:
 
 
 Plan = tuple[Segment, ...]
+_first = operator.itemgetter(0)  # a (field descriptor, value) pair's descriptor
 
 
 def config_sections(model: ModelEntry) -> frozenset[str] | None:
@@ -166,7 +168,7 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
         found: list[Diagnostic] = []
         gates: dict[Gate, bool] = {}  # each family's gate, asked once for this model
         cfg = model.config
-        key = (model.is_ensemble, None if cfg is None else tuple(f for f, _ in cfg.ListFields()))
+        key = (model.is_ensemble, None if cfg is None else tuple(map(_first, cfg.ListFields())))
         plan = plans.get(key)
         if plan is None:
             sections = config_sections(model)
@@ -182,7 +184,7 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
                 for f in check(model, ctx):
                     found.append(_diagnostic(r, f, model, root))
         # An integrity finding (changed since build) fails the gate but is no refusal: Triton loads the model.
-        refused[model.name] = any(d.severity == Severity.ERROR and d.code not in INTEGRITY_CODES for d in found)
+        refused[model.name] = bool(found) and any(d.severity == Severity.ERROR and d.code not in INTEGRITY_CODES for d in found)
         diagnostics.extend(found)
     summaries = tuple(_summary(m, refused) for m in repository.models) if not wrong_folder else ()
     order = {m.name: i for i, m in enumerate(repository.models)}

@@ -173,6 +173,9 @@ class ModelEntry:
     versions: tuple[VersionDir, ...] = ()  # every subfolder, loaded or ignored
     files: tuple[FileEntry, ...] = ()  # entries directly in the model folder (labels files live here)
     problem: str | None = None  # the model folder itself is unusable (unreadable, escaping symlink ...)
+    # The scan saw no link in the model folder and its version folders, and only ASCII names: the link and
+    # name rules have nothing to look at (False: not known, they look).
+    plain_listing: bool = False
 
     def __init__(
         self,
@@ -187,11 +190,12 @@ class ModelEntry:
         versions: tuple[VersionDir, ...] = (),
         files: tuple[FileEntry, ...] = (),
         problem: str | None = None,
+        plain_listing: bool = False,
     ) -> None:
         d = self.__dict__
         d["name"], d["path"], d["config_path"], d["config"] = name, path, config_path, config
         d["config_text"], d["config_problem"], d["config_line"], d["config_column"] = config_text, config_problem, config_line, config_column
-        d["versions"], d["files"], d["problem"] = versions, files, problem
+        d["versions"], d["files"], d["problem"], d["plain_listing"] = versions, files, problem, plain_listing
 
     @kept
     def facts(self) -> dict[Hashable, Any]:

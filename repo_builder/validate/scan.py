@@ -121,10 +121,12 @@ def list_folder(path: Path, root: Path, limit: int) -> tuple[tuple[FileEntry, ..
     return tuple(_entry(c, root) for c in kept), truncated, None
 
 
-def _files_at(fd: int) -> tuple[FileEntry, ...] | None:
-    """The records of the folder open as ``fd`` (sorted by name) when none of its entries is a link; None
-    otherwise: links are judged by the path-based ``_list`` (where they lead), as are errors (its words)."""
+def _files_at(fd: int) -> tuple[tuple[FileEntry, ...], bool] | None:
+    """The records of the folder open as ``fd`` (sorted by name) and whether every name is ASCII, when none
+    of its entries is a link; None otherwise: links are judged by the path-based ``_list`` (where they lead),
+    as are errors (its words)."""
     out = []
+    ascii_names = True
     try:
         with os.scandir(fd) as it:
             children = sorted(it, key=_by_name)
@@ -132,19 +134,22 @@ def _files_at(fd: int) -> tuple[FileEntry, ...] | None:
             # Types come from the listing (no syscall unless the file system gives none).
             if c.is_symlink():
                 return None
+            name = c.name
+            ascii_names = ascii_names and name.isascii()
             if c.is_dir():
-                out.append(FileEntry(c.name, True))
+                out.append(FileEntry(name, True))
             else:
                 found = c.stat()  # size and mtime: RB405, the version rules and the ONNX memo use them
-                out.append(FileEntry(c.name, False, found.st_size, mtime_ns=found.st_mtime_ns))
+                out.append(FileEntry(name, False, found.st_size, mtime_ns=found.st_mtime_ns))
     except OSError:
         return None
-    return tuple(out)
+    return tuple(out), ascii_names
 
 
-def _list_at(parent_fd: int, name: str) -> tuple[FileEntry, ...] | None:
+def _list_at(parent_fd: int, name: str) -> tuple[tuple[FileEntry, ...], bool] | None:
     """Folder ``name`` of the folder open as ``parent_fd``, listed through a descriptor of its own (opened
-    without following a link); None when the path-based ``_list`` must decide (a link, an error)."""
+    without following a link), with ``_files_at``'s ASCII flag; None when the path-based ``_list`` must
+    decide (a link, an error)."""
     try:
         fd = open_folder_at(parent_fd, name)
     except (OSError, ValueError):
@@ -382,8 +387,9 @@ def _root_listing(root: Path) -> tuple[list[_Folder], tuple[FileEntry, ...]]:
 
 
 # What ``_listed_at`` found in a model folder: its entries, its version folders, whether config.pbtxt is
-# listed, and the config's bytes when the guarded read took them.
-_Listed = tuple[tuple[FileEntry, ...], tuple[VersionDir, ...], bool, "bytes | None"]
+# listed, the config's bytes when the guarded read took them, and whether the listing is plain (no link,
+# ASCII names).
+_Listed = tuple[tuple[FileEntry, ...], tuple[VersionDir, ...], bool, "bytes | None", bool]
 _NO_CONFIG: ConfigResult = (None, None, None, None, None)
 
 
@@ -423,6 +429,7 @@ def _listed_at(fd: int, folder: Path, root: Path, read: bool) -> _Listed | None:
     folders: list[str] = []
     raw: bytes | None = None
     has_config = False
+    plain = True  # no link anywhere (a link returns None) and every name ASCII: ModelEntry.plain_listing
     try:
         with os.scandir(fd) as it:
             children = sorted(it, key=_by_name)
@@ -430,6 +437,7 @@ def _listed_at(fd: int, folder: Path, root: Path, read: bool) -> _Listed | None:
             if c.is_symlink():  # the listing's type: no syscall unless the file system gives none
                 return None
             cname = c.name
+            plain = plain and cname.isascii()
             if c.is_dir():
                 files.append(FileEntry(cname, True))
                 folders.append(cname)
@@ -447,12 +455,16 @@ def _listed_at(fd: int, folder: Path, root: Path, read: bool) -> _Listed | None:
     for vname in folders:
         number, ignored = parse_version_name(vname)
         vpath = _child(folder, vname)
-        vfiles = _list_at(fd, vname)
+        at = _list_at(fd, vname)
         vproblem = None
-        if vfiles is None:
+        if at is None:
             vfiles, vproblem = _list(vpath, root)
+            plain = False
+        else:
+            vfiles, ascii_names = at
+            plain = plain and ascii_names
         versions.append(VersionDir(vname, vpath, number, ignored or vproblem, vfiles))
-    return tuple(files), tuple(versions), has_config, raw
+    return tuple(files), tuple(versions), has_config, raw, plain
 
 
 def _finish(entry: _Folder, folder: Path, root: Path, config_path: Path, listed: _Listed | None, config: ConfigResult | None) -> ModelEntry:
@@ -461,7 +473,7 @@ def _finish(entry: _Folder, folder: Path, root: Path, config_path: Path, listed:
     name, _, escapes = entry
     if listed is None:
         return scan_model(folder, root, config_result=config, escapes=escapes, config_path=config_path)
-    files, versions, has_config, raw = listed
+    files, versions, has_config, raw, plain = listed
     if not has_config:
         config = _NO_CONFIG
     elif config is None:
@@ -478,6 +490,7 @@ def _finish(entry: _Folder, folder: Path, root: Path, config_path: Path, listed:
         config_column=column,
         versions=versions,
         files=files,
+        plain_listing=plain,
     )
 
 

@@ -108,7 +108,12 @@ def listing_summary(model: ModelEntry) -> ListingSummary:
     return model_fact(model, listing_summary, _summarize_listing)
 
 
+_PLAIN = ListingSummary(True, True)
+
+
 def _summarize_listing(model: ModelEntry) -> ListingSummary:
+    if model.plain_listing:  # the scan saw no link and only ASCII names
+        return _PLAIN
     entries = [*model.files, *(f for v in model.versions for f in v.files)]
     try:
         "".join(f.name for f in entries).encode("utf-8")
