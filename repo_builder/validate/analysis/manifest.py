@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from repo_builder.compile_recipe import RECIPE_FILE
 from repo_builder.guarded_read import HASHED, loads_json, open_repository_file
@@ -48,10 +48,15 @@ def read_manifest(repository: Repository) -> dict[str, Any] | str | None:
 
 def manifest(ctx: RuleContext) -> dict[str, Any] | str | None:
     """The run's manifest, read once."""
-    key = (read_manifest, id(ctx.repository))
-    if key not in ctx.facts:
-        ctx.facts[key] = read_manifest(ctx.repository)
-    return cast("dict[str, Any] | str | None", ctx.facts[key])  # read_manifest put it there
+    # Asked for every model by RB002 and RB111: one lookup, no cast call.
+    facts, key = ctx.facts, (read_manifest, id(ctx.repository))
+    data: dict[str, Any] | str | None = facts.get(key, _UNREAD)
+    if data is _UNREAD:
+        data = facts[key] = read_manifest(ctx.repository)
+    return data
+
+
+_UNREAD: Any = object()  # not read yet (None: read, there is no manifest)
 
 
 def built_files(data: dict[str, Any], model: str) -> Iterator[BuiltFile]:

@@ -82,6 +82,20 @@ def step_source_fact(
     return value
 
 
+def listed_step_source_fact(
+    folder: VersionDir, name: str, entry: FileEntry, model: ModelEntry, ctx: RuleContext, what: Hashable, derive: Callable[[bytes], T]
+) -> T:
+    """``step_source_fact`` of the file ``name`` that the scan listed in ``folder`` (``entry``): its path is
+    joined only when the file must be read. A listed name is one plain name (no ``/``, never ``.``), so the
+    text below is ``str(folder.path / name)`` without the pathlib join, the kept value's key unchanged."""
+    key = entry_key(f"{folder.path}/{name}", entry)
+    if key is not None:
+        hit = _DERIVED.get((what, key))
+        if hit is not None:
+            return cast(T, hit)
+    return step_source_fact(folder.path / name, model, ctx, what, derive, entry)
+
+
 def _read(model: ModelEntry, ctx: RuleContext) -> tuple[StepVersion, ...]:
     resolved = resolve_backend(model)
     name = resolved.default_model_filename or "model.py"

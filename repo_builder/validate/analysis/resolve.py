@@ -8,7 +8,7 @@ first subfolder only, then a model name of the form ``model.<backend>``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from repo_builder.validate.analysis.backends import (
     FIL_DEFAULT_MODEL_TYPE,
@@ -16,7 +16,6 @@ from repo_builder.validate.analysis.backends import (
     PYTHON_RUNTIME,
     backend_info,
 )
-from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.records import ModelEntry, RuleContext, VersionDir
 
 ENSEMBLE = "ensemble"
@@ -63,7 +62,9 @@ FILE_BACKENDS = frozenset(
 )
 
 
-@dataclass(frozen=True)
+# Made once per model of every validate: ``__init__`` writes ``__dict__`` directly (records.py's FileEntry
+# does the same), a third of what the frozen dataclass's generated one costs. Still frozen.
+@dataclass(frozen=True, init=False)
 class ResolvedBackend:
     """Platform, backend and model file name after Triton's server-side auto-completion."""
 
@@ -75,29 +76,24 @@ class ResolvedBackend:
     problem: str | None = None  # Triton's message when it cannot decide
     runtime: str = ""  # the config's runtime ("model.py": PyTorch's Python-based runtime)
 
+    def __init__(
+        self,
+        platform: str,
+        backend: str,
+        default_model_filename: str,
+        detected_from: str | None = None,
+        first_folder: str | None = None,
+        problem: str | None = None,
+        runtime: str = "",
+    ) -> None:
+        d = self.__dict__
+        d["platform"], d["backend"], d["default_model_filename"] = platform, backend, default_model_filename
+        d["detected_from"], d["first_folder"], d["problem"], d["runtime"] = detected_from, first_folder, problem, runtime
+
     @property
     def shown(self) -> str | None:
         """What a report shows as the model's platform: the platform, else the backend."""
         return self.platform or self.backend or None
-
-
-class _Probe:
-    """The first version folder's entries, and which of them decided the backend."""
-
-    def __init__(self, first: VersionDir | None, scan: bool) -> None:
-        self.content = {e.name: e.is_dir for e in first.files} if first is not None else {}
-        self.first_name = first.name if first is not None else None
-        self.scan = scan  # file names count only without a default_model_filename
-        self.found: str | None = None
-
-    def seen(self, name: str, want_dir: bool | None) -> bool:
-        if self.scan and name in self.content and (want_dir is None or self.content[name] == want_dir):
-            self.found = f"{self.first_name}/{name}"
-            return True
-        return False
-
-    def done(self, platform: str, backend: str, filename: str) -> ResolvedBackend:
-        return ResolvedBackend(platform, backend, filename, self.found, self.first_name)
 
 
 def first_folder(model: ModelEntry) -> VersionDir | None:
@@ -110,66 +106,117 @@ def first_folder(model: ModelEntry) -> VersionDir | None:
 
 def resolve_backend(model: ModelEntry) -> ResolvedBackend:
     """Fill ``platform``/``backend``/``default_model_filename`` from the config and file names as core does."""
-    return model_fact(model, resolve_backend, _resolve)
+    # model_fact inlined: a dozen rules ask for every model, and the extra call was a third of their cost.
+    facts = model.facts
+    resolved: ResolvedBackend | None = facts.get(resolve_backend)
+    if resolved is None:
+        resolved = facts[resolve_backend] = _resolve(model)
+    return resolved
 
 
-def _tensorflow(p: str, b: str, f: str, probe: _Probe) -> ResolvedBackend | None:
+_TORCH_PLATFORMS = (LIBTORCH, LIBTORCH_ALT, TORCH_AOTI)
+
+
+def _resolve(model: ModelEntry) -> ResolvedBackend:
+    config = model.config
+    if config is not None:
+        p, b, f, runtime = config.platform, config.backend, config.default_model_filename, config.runtime
+    else:
+        p = b = f = runtime = ""
+    first = first_folder(model)
+    first_name = first.name if first is not None else None
+    # Core reads file names only without platform and default_model_filename, and with no backend or
+    # "tensorflow" (every other backend is settled by the config alone): the common case reads none.
+    if not p and not f and (not b or b == "tensorflow"):
+        return _from_files(model, b, runtime, first, first_name)
+    return _from_config(p, b, f, runtime, first_name)
+
+
+_TF_BY_FILE = {"model.savedmodel": TF_SAVEDMODEL, "model.graphdef": TF_GRAPHDEF}
+_TF_FILES = {TF_SAVEDMODEL: "model.savedmodel", TF_GRAPHDEF: "model.graphdef"}
+# The platform and file name core fills in for a backend when the config leaves them empty (pytorch: _pytorch).
+_DEFAULTS = {
+    "tensorrt": (TRT_PLAN, "model.plan"),
+    "onnxruntime": (ORT_ONNX, "model.onnx"),
+    "openvino": ("", "model.xml"),
+    "python": ("", "model.py"),
+}
+
+
+def _from_config(p: str, b: str, f: str, runtime: str, first_name: str | None) -> ResolvedBackend:
+    """Core's order of checks (tensorflow, tensorrt, onnxruntime, openvino, pytorch, python) when the
+    config settles the backend without the file names."""
     if not p and b in ("", "tensorflow"):
-        if f == "model.savedmodel":
-            p = TF_SAVEDMODEL
-        elif f == "model.graphdef":
-            p = TF_GRAPHDEF
-        else:
-            if probe.seen("model.savedmodel", True):
-                p = TF_SAVEDMODEL
-            if probe.seen("model.graphdef", False):
-                p = TF_GRAPHDEF
-    if p in (TF_SAVEDMODEL, TF_GRAPHDEF):
-        return probe.done(p, b or "tensorflow", f or ("model.savedmodel" if p == TF_SAVEDMODEL else "model.graphdef"))
-    return None
+        p = _TF_BY_FILE.get(f, "")
+    if p in _TF_FILES:
+        return ResolvedBackend(p, b or "tensorflow", f or _TF_FILES[p], None, first_name, None, runtime)
+    b = b or _implied_backend(p, f)
+    if b == "pytorch":
+        return _pytorch(p, f, runtime, None, first_name)
+    defaults = _DEFAULTS.get(b)
+    if defaults is not None:
+        return ResolvedBackend(p or defaults[0], b, f or defaults[1], None, first_name, None, runtime)
+    # Nothing decided: the config's values as they are (without its runtime), Triton's message says why.
+    return ResolvedBackend(p, b, f, None, first_name)
 
 
-# (backend, platform that implies it, its default file, file kind: True folder, False file, None either),
-# in the order core tries them.
-_BY_FILE = (
-    ("tensorrt", TRT_PLAN, "model.plan", False),
-    ("onnxruntime", ORT_ONNX, "model.onnx", None),
-    ("openvino", "", "model.xml", None),
-)
-_PYTHON = ("python", "", "model.py", None)
+def _implied_backend(p: str, f: str) -> str:
+    """The backend a platform or file name implies ('' if none): the first in core's order wins."""
+    if p == TRT_PLAN or f == "model.plan":
+        return "tensorrt"
+    if p == ORT_ONNX or f == "model.onnx":
+        return "onnxruntime"
+    if f == "model.xml":
+        return "openvino"
+    if p in _TORCH_PLATFORMS or f in ("model.pt", "model.pt2"):
+        return "pytorch"
+    return "python" if f == "model.py" else ""
 
 
-def _by_file(p: str, b: str, f: str, probe: _Probe, entry: tuple[str, str, str, bool | None]) -> ResolvedBackend | None:
-    backend, implied, filename, kind = entry
-    if not b and ((implied and p == implied) or f == filename or (not p and probe.seen(filename, kind))):
-        b = backend
-    if b == backend:
-        return probe.done(p or implied, b, f or filename)
-    return None
-
-
-def _pytorch(p: str, b: str, f: str, probe: _Probe, runtime: str = "") -> ResolvedBackend | None:
-    if not b:
-        if p in (LIBTORCH, LIBTORCH_ALT, TORCH_AOTI) or f in ("model.pt", "model.pt2"):
-            b = "pytorch"
-        elif not p and probe.scan:
-            if "model.pt" in probe.content:
-                if probe.seen("model.pt", False):
-                    b, p = "pytorch", LIBTORCH
-            elif probe.seen("model.pt2", False):
-                b, p = "pytorch", TORCH_AOTI
-    if b != "pytorch":
-        return None
+def _pytorch(p: str, f: str, runtime: str, found: str | None, first_name: str | None) -> ResolvedBackend:
     if runtime == PYTHON_RUNTIME:  # core sets no default_model_filename for this runtime
-        return probe.done(p or LIBTORCH, b, f)
+        return ResolvedBackend(p or LIBTORCH, "pytorch", f, found, first_name, None, runtime)
     if not p:
-        return probe.done(LIBTORCH, b, f or "model.pt")
+        return ResolvedBackend(LIBTORCH, "pytorch", f or "model.pt", found, first_name, None, runtime)
     if p == TORCH_AOTI and not f:
-        return probe.done(p, b, "model.pt2")
-    return probe.done(p, b, f)
+        return ResolvedBackend(p, "pytorch", "model.pt2", found, first_name, None, runtime)
+    return ResolvedBackend(p, "pytorch", f, found, first_name, None, runtime)
 
 
-def _from_name(model: ModelEntry, probe: _Probe) -> ResolvedBackend:
+def _from_files(
+    model: ModelEntry, b: str, runtime: str, first: VersionDir | None, first_name: str | None
+) -> ResolvedBackend:
+    """No platform nor default_model_filename, backend empty or tensorflow: the first folder's file names
+    decide, in core's order, then the model name."""
+    content = {e.name: e.is_dir for e in first.files} if first is not None else {}
+    # A file or folder of the kind core wants (True: a folder, False: a file); graphdef wins over savedmodel.
+    if content.get("model.graphdef") is False:
+        return ResolvedBackend(
+            TF_GRAPHDEF, "tensorflow", "model.graphdef", f"{first_name}/model.graphdef", first_name, None, runtime
+        )
+    if content.get("model.savedmodel") is True:
+        return ResolvedBackend(
+            TF_SAVEDMODEL, "tensorflow", "model.savedmodel", f"{first_name}/model.savedmodel", first_name, None, runtime
+        )
+    if b:  # tensorflow, without its files: undecided
+        return ResolvedBackend("", b, "", None, first_name)
+    if content.get("model.plan") is False:
+        return ResolvedBackend(TRT_PLAN, "tensorrt", "model.plan", f"{first_name}/model.plan", first_name, None, runtime)
+    if "model.onnx" in content:
+        return ResolvedBackend(ORT_ONNX, "onnxruntime", "model.onnx", f"{first_name}/model.onnx", first_name, None, runtime)
+    if "model.xml" in content:
+        return ResolvedBackend("", "openvino", "model.xml", f"{first_name}/model.xml", first_name, None, runtime)
+    if "model.pt" in content:  # a folder named model.pt hides model.pt2 (core checks model.pt only)
+        if content["model.pt"] is False:
+            return _pytorch(LIBTORCH, "", runtime, f"{first_name}/model.pt", first_name)
+    elif content.get("model.pt2") is False:
+        return _pytorch(TORCH_AOTI, "", runtime, f"{first_name}/model.pt2", first_name)
+    if "model.py" in content:
+        return ResolvedBackend("", "python", "model.py", f"{first_name}/model.py", first_name, None, runtime)
+    return _from_name(model, first_name)
+
+
+def _from_name(model: ModelEntry, first_name: str | None) -> ResolvedBackend:
     config = model.config
     name = config.name if config is not None and config.name else model.name
     if "." not in name:
@@ -177,33 +224,9 @@ def _from_name(model: ModelEntry, probe: _Probe) -> ResolvedBackend:
             f"Invalid model name: Could not determine backend for model '{name}' with no backend in "
             "model configuration. Expected model name of the form 'model.<backend_name>'."
         )
-        return ResolvedBackend("", "", "", None, probe.first_name, problem)
+        return ResolvedBackend("", "", "", None, first_name, problem)
     b = name.split(".", 1)[1]
-    return ResolvedBackend("", b, f"model.{b}", f"the model name '{name}'", probe.first_name)
-
-
-def _resolve(model: ModelEntry) -> ResolvedBackend:
-    config = model.config
-    p = config.platform if config is not None else ""
-    b = config.backend if config is not None else ""
-    f = config.default_model_filename if config is not None else ""
-    first = first_folder(model)
-    probe = _Probe(first, scan=not f and first is not None)
-    # In core's order; plain calls (no partials): this runs once per model of every validate.
-    resolved = _tensorflow(p, b, f, probe)
-    for entry in _BY_FILE:
-        if resolved is not None:
-            break
-        resolved = _by_file(p, b, f, probe, entry)
-    if resolved is None:
-        resolved = _pytorch(p, b, f, probe, config.runtime if config is not None else "")
-    if resolved is None:
-        resolved = _by_file(p, b, f, probe, _PYTHON)
-    if resolved is not None:
-        return replace(resolved, runtime=config.runtime) if config is not None and config.runtime else resolved
-    if not b and not p and not f:
-        return _from_name(model, probe)
-    return probe.done(p, b, f)
+    return ResolvedBackend("", b, f"model.{b}", f"the model name '{name}'", first_name)
 
 
 def model_file_names(resolved: ResolvedBackend) -> tuple[str, ...]:
@@ -213,13 +236,16 @@ def model_file_names(resolved: ResolvedBackend) -> tuple[str, ...]:
     fallback ``dali.py``; PyTorch's Python-based runtime tries ``model.py`` then ``model.pt`` (backends.py
     cites the sources).
     """
+    name = resolved.default_model_filename
     info = backend_info(resolved.backend, resolved.platform, resolved.runtime)
-    fallbacks = info.model_files[1:] if info is not None else ()
-    if info is not None and resolved.runtime == PYTHON_RUNTIME:
-        fallbacks = tuple(n for n in info.model_files if n != resolved.default_model_filename)  # tried after it
-    if resolved.default_model_filename:
-        return (resolved.default_model_filename, *fallbacks)
-    return info.model_files if info is not None else ()
+    if info is None:
+        return (name,) if name else ()
+    files = info.model_files
+    if not name:
+        return files
+    if resolved.runtime == PYTHON_RUNTIME:
+        return (name, *(n for n in files if n != name))  # the others are tried after it
+    return files if files and files[0] == name else (name, *files[1:])  # the default named: the table's own
 
 
 def fil_model_file(model: ModelEntry) -> str | None:

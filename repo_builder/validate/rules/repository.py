@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from repo_builder.compile_recipe import RECIPE_FILE
 from repo_builder.store.urls import names_url
@@ -38,9 +39,12 @@ def _looks_like_model_folder(ctx: RuleContext) -> bool:
     repo = ctx.repository
     if any(f.name == CONFIG_FILE for f in repo.files):
         return True
-    numbered = [m for m in repo.models if parse_version_name(m.name)[0] is not None]
-    return bool(repo.models) and len(numbered) == len(repo.models) and any(
-        f.name in MODEL_FILES or f.name == CONFIG_FILE for m in numbered for f in m.files
+    # Every model folder numbered (stops at the first that is not: a real repository's first name), and one
+    # of them holding a model file or a config.
+    return (
+        bool(repo.models)
+        and all(parse_version_name(m.name)[0] is not None for m in repo.models)
+        and any(f.name in MODEL_FILES or f.name == CONFIG_FILE for m in repo.models for f in m.files)
     )
 
 
@@ -109,7 +113,7 @@ def _manifest_finding(model: ModelEntry, version: str, relative: str, why: str, 
 
 
 @rule("RB002", "built-file-changed")
-def check_built_file_changed(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_built_file_changed(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A file repo-builder built is missing or changed since the build (repositories with a
     ``repo-builder.json``): reported as "changed since build".
 
@@ -133,7 +137,11 @@ def check_built_file_changed(model: ModelEntry, ctx: RuleContext) -> Iterator[Fi
     """
     data = manifest(ctx)
     if not isinstance(data, dict) or model.problem is not None:
-        return
+        return ()  # no generator for a repository without a manifest
+    return _built_file_findings(model, ctx, data)
+
+
+def _built_file_findings(model: ModelEntry, ctx: RuleContext, data: dict[str, Any]) -> Iterator[Finding]:
     recorded = list(built_files(data, model.name))
     # compile-pending replaces a deferred build's ONNX and recipe with a plan the manifest does not list.
     compiled = {b.version for b in recorded if b.relative == RECIPE_FILE and _compiled(model, b.version)}

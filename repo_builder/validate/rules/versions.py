@@ -5,7 +5,8 @@ Numeric subfolders of a model are its versions, and the version policy picks whi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import chain
 
 from repo_builder.onnx_io import OnnxSignature
 from repo_builder.triton_layout import SKIPPED_VERSION_FOLDERS
@@ -55,7 +56,7 @@ def check_version_folder_ignored(model: ModelEntry, ctx: RuleContext) -> Iterato
 
 
 @rule("RB108", "version-folder-not-canonical")
-def check_version_folder_not_canonical(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_version_folder_not_canonical(model: ModelEntry, ctx: RuleContext) -> list[Finding]:
     """A version folder Triton reads as a number but whose name is not that number's plain spelling.
 
     Triton converts folder names with C's ``stoll``, which accepts ``+1``, `` 1`` and ``1a`` as
@@ -66,10 +67,13 @@ def check_version_folder_not_canonical(model: ModelEntry, ctx: RuleContext) -> I
 
     Passes: ``models/add_sub/1/model.py``
     """
-    names = {v.name for v in model.versions}
+    found: list[Finding] = []  # a list, not a generator: most models find nothing
+    names: set[str] | None = None  # made for the first finding only
     for v in model.versions:
         if v.number is None or v.name == str(v.number):
             continue
+        if names is None:
+            names = {v.name for v in model.versions}
         duplicate = str(v.number) in names
         severity = Severity.WARNING if duplicate or model.is_ensemble else None
         tail = (
@@ -77,16 +81,19 @@ def check_version_folder_not_canonical(model: ModelEntry, ctx: RuleContext) -> I
             if duplicate
             else f"backends read the files of version {v.number} from the folder '{v.number}', which does not exist"
         )
-        yield Finding(
-            f"version folder '{v.name}' is version {v.number} to Triton, but {tail}",
-            path=v.path,
-            version=v.number,
-            severity=severity,
-            hint=f"rename it to '{v.number}'",
+        found.append(
+            Finding(
+                f"version folder '{v.name}' is version {v.number} to Triton, but {tail}",
+                path=v.path,
+                version=v.number,
+                severity=severity,
+                hint=f"rename it to '{v.number}'",
+            )
         )
+    return found
 
 
-@rule("RB109", "specific-version-missing", field="version_policy")
+@rule("RB109", "specific-version-missing", field="version_policy", sections=("version_policy",))
 def check_specific_version_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A ``version_policy: { specific: { versions: [...] } }`` names a version with no folder.
 
@@ -110,7 +117,7 @@ def check_specific_version_missing(model: ModelEntry, ctx: RuleContext) -> Itera
 
 
 @rule("RB110", "no-version-available")
-def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> tuple[Finding, ...]:
     """No version folder is left to load under the model's version policy.
 
     The classic cause is an ensemble without a ``1/`` folder (ensembles have no model file, but still
@@ -126,10 +133,8 @@ def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> Iterator[
         models/pipeline/config.pbtxt
         models/pipeline/1/.keep
     """
-    if is_unlistable(model.problem):
-        return
-    if versions_to_load(model):
-        return
+    if is_unlistable(model.problem) or versions_to_load(model):
+        return ()  # a tuple, not a generator: nearly every model has a version
     ignored = [v.name for v in model.versions if v.number is None and v.name not in SKIPPED_VERSION_FOLDERS]
     if ignored:
         hint = (
@@ -143,15 +148,17 @@ def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> Iterator[
         hint = "create an empty folder '1' (with a placeholder file such as 1/.keep if it goes to an object store)"
     else:
         hint = "put the model file in a version folder, e.g. 1/"
-    yield Finding(
-        f"at least one version must be available under the version policy of model '{model.name}'",
-        path=model.path,
-        hint=hint,
+    return (
+        Finding(
+            f"at least one version must be available under the version policy of model '{model.name}'",
+            path=model.path,
+            hint=hint,
+        ),
     )
 
 
 @rule("RB111", "versions-disagree", Severity.WARNING)
-def check_versions_disagree(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+def check_versions_disagree(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A version folder whose files disagree with the ``config.pbtxt`` that every version shares.
 
     All versions of a model share one config. A version the policy does not load today (an older
@@ -166,13 +173,20 @@ def check_versions_disagree(model: ModelEntry, ctx: RuleContext) -> Iterator[Fin
 
     Passes: every version's files fit the config.
     """
-    yield from _onnx_disagreements(model, ctx)
-    yield from _labels_disagreements(model, ctx)
-
-
-def _onnx_disagreements(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+    # Generators only when there is something to compare: an ONNX version not loaded now, a manifest.
     filename = onnx_filename(model, ctx)
-    if filename is None or model.config is None:
+    onnx = filename is not None and model.config is not None and model.version_numbers != versions_to_load(model)
+    data = manifest(ctx)
+    if not onnx and not isinstance(data, dict):
+        return ()
+    return chain(
+        _onnx_disagreements(model, ctx, filename) if onnx and filename is not None else (),
+        _labels_disagreements(model, data),
+    )
+
+
+def _onnx_disagreements(model: ModelEntry, ctx: RuleContext, filename: str) -> Iterator[Finding]:
+    if model.config is None:
         return
     loaded = set(versions_to_load(model))
     for number in model.version_numbers:
@@ -191,8 +205,7 @@ def _onnx_disagreements(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding
             )
 
 
-def _labels_disagreements(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
-    data = manifest(ctx)
+def _labels_disagreements(model: ModelEntry, data: object) -> Iterator[Finding]:
     cfg = model.config
     if not isinstance(data, dict) or cfg is None or built_role(data, model.name) != "postprocess" or not cfg.input:
         return
