@@ -97,6 +97,7 @@ class IoSummary(NamedTuple):
     plain_shapes: bool  # no reshape and every dimension >= 1: ``io_shape_problems`` finds nothing (RB203)
     plain_features: bool  # no NHWC/NCHW format, shape tensor, non-linear format or TYPE_STRING (RB204)
     unique_names: bool  # no input name twice, no output name twice (RB205)
+    no_labels: bool  # no output names a label_filename (RB207)
 
 
 def io_summary(model: ModelEntry) -> IoSummary:
@@ -118,9 +119,9 @@ def _named_types(io: ModelInput | ModelOutput) -> frozenset[int]:
 
 def _summarize(model: ModelEntry) -> IoSummary:
     cfg = model.config
-    complete = plain_shapes = plain_features = unique_names = True
+    complete = plain_shapes = plain_features = unique_names = no_labels = True
     if cfg is None:
-        return IoSummary(complete, plain_shapes, plain_features, unique_names)
+        return IoSummary(complete, plain_shapes, plain_features, unique_names, no_labels)
     # Slices: a list of a repeated field costs less than iterating the field itself.
     for inputs, tensors in ((True, cfg.input[:]), (False, cfg.output[:])):
         seen: set[str] = set()
@@ -140,4 +141,6 @@ def _summarize(model: ModelEntry) -> IoSummary:
             if name and name in seen:
                 unique_names = False
             seen.add(name)
-    return IoSummary(complete, plain_shapes, plain_features, unique_names)
+            if not inputs and io.label_filename:  # type: ignore[union-attr]
+                no_labels = False
+    return IoSummary(complete, plain_shapes, plain_features, unique_names, no_labels)

@@ -91,9 +91,11 @@ def check_dynamic_batching_queues(model: ModelEntry, ctx: RuleContext) -> Iterab
     cfg = model.config
     if cfg is None or not cfg.HasField("dynamic_batching"):
         return
-    name = config_name(model)
     db = cfg.dynamic_batching
     levels = db.priority_levels
+    if levels == 0 and not db.preserve_ordering:
+        return  # the common block: nothing below applies
+    name = config_name(model)
     text = model.config_text
     if levels != 0:
         if db.default_priority_level == 0 or db.default_priority_level > levels:

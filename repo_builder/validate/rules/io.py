@@ -254,7 +254,7 @@ def check_label_files(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     Fails: `label_filename: "labels.txt"` with no `labels.txt` beside config.pbtxt. Passes: the file is there.
     """
     cfg = model.config
-    if cfg is None:
+    if cfg is None or io_summary(model).no_labels:
         return
     name = config_name(model)
     for io in cfg.output:
