@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.positions import PathStep, placed
 from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name
-from repo_builder.validate.analysis.shapes import config_ios
 from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.records import Finding, ModelEntry, RuleContext
 
@@ -25,14 +24,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def memo(what: str, model: ModelEntry, ctx: RuleContext, compute: Callable[[], T]) -> T:
+def memo(what: str, model: ModelEntry, ctx: RuleContext, compute: Callable[[ModelEntry, RuleContext], T]) -> T:
     """A per-run result several rules share (the stages of an ensemble's judgement), kept on the context:
     it depends on the members and their verdicts, not on the ensemble's entry alone."""
     key = (what, id(model))
     hit = ctx.facts.get(key)
     if hit is not None and hit[0] is model:  # the entry itself is kept, so its id cannot be reused
-        return cast(T, hit[1])  # stored under this key by this function
-    value = compute()
+        kept: T = hit[1]  # stored under this key by this function (typed without cast's call)
+        return kept
+    value = compute(model, ctx)
     ctx.facts[key] = (model, value)
     return value
 
@@ -59,24 +59,31 @@ def steps(model: ModelEntry) -> tuple[Step, ...]:
 def _steps(model: ModelEntry) -> tuple[Step, ...]:
     assert model.config is not None  # an ensemble: its platform comes from its config
     out = []
-    for step in model.config.ensemble_scheduling.step:
+    for step in model.config.ensemble_scheduling.step[:]:
         # Key by key: dict(proto_map) goes through collections.abc's Python-level views, twice as slow.
         ins, outs = step.input_map, step.output_map
-        out.append(Step(step.model_name, step.model_version, {k: ins[k] for k in ins}, {k: outs[k] for k in outs}))
+        input_map = {}
+        for k in ins:
+            input_map[k] = ins[k]
+        output_map = {}
+        for k in outs:
+            output_map[k] = outs[k]
+        out.append(Step(step.model_name, step.model_version, input_map, output_map))
     return tuple(out)
 
 
 def io_of(model: ModelEntry) -> tuple[tuple[ModelInput, ...], tuple[ModelOutput, ...]]:
-    """The config's inputs and outputs, from the entry's kept ``config_ios``: the tensor rules have
-    walked them already, and a kept message reads its fields without building a new wrapper."""
+    """The config's inputs and outputs (none without a config), kept on the entry: the stages walk them
+    several times, and a kept message reads its fields without building a new wrapper."""
     return model_fact(model, io_of, _io_of)
 
 
 def _io_of(model: ModelEntry) -> tuple[tuple[ModelInput, ...], tuple[ModelOutput, ...]]:
-    ios = config_ios(model)
-    inputs = tuple([io for kind, io in ios if kind == "model input"])
-    outputs = tuple([io for kind, io in ios if kind == "model output"])
-    return cast("tuple[ModelInput, ...]", inputs), cast("tuple[ModelOutput, ...]", outputs)
+    cfg = model.config
+    if cfg is None:
+        return (), ()
+    # Straight from the config: for a clean config the tensor rules no longer list its tensors (config_ios).
+    return tuple(cfg.input[:]), tuple(cfg.output[:])
 
 
 # What a problem is about: a path to its element in the ensemble's config.pbtxt (positions.element_at).
@@ -223,11 +230,13 @@ def _data_flow(model: ModelEntry) -> tuple[Problem, ...]:
 
 
 def _judge_data_flow(model: ModelEntry) -> list[Problem]:
+    inputs, outputs_declared = io_of(model)
+    if _flows_cleanly(steps(model), [io.name for io in inputs], [io.name for io in outputs_declared]):
+        return []
     name = config_name(model)
     tensors = _build_flow(model, name)
     if isinstance(tensors, tuple):
         return [tensors]
-    inputs, outputs_declared = io_of(model)
     problems = _mark_ready([io.name for io in inputs], name, tensors)
     outputs = set()
     for io in outputs_declared:
@@ -246,6 +255,33 @@ def _judge_data_flow(model: ModelEntry) -> list[Problem]:
         for t, node in tensors.items()
         if t not in outputs and (not node.ready or not node.next)
     ]
+
+
+def _flows_cleanly(step_list: tuple[Step, ...], inputs: list[str], outputs: list[str]) -> bool:
+    """True only when the graph walk below finds nothing, decided without building it (the common case):
+    every step, in order, reads only tensors already computed and writes tensors nobody else writes,
+    every input is read or written, every output computed, every other written tensor read. When all
+    steps run in one pass, every tensor is ready; anything else (a step waiting on a later one, an empty
+    map) is left to the walk."""
+    ready = set(inputs)
+    read: set[str] = set()
+    written: set[str] = set()
+    for step in step_list:
+        sources, targets = step.input_map.values(), step.output_map.values()
+        if not sources or not targets or not ready.issuperset(sources):
+            return False
+        read.update(sources)
+        for tensor in targets:
+            if tensor in written:
+                return False  # written twice: the walk reports it
+            written.add(tensor)
+        ready.update(targets)
+    used = read | written
+    return (
+        used.issuperset(inputs)
+        and used.issuperset(outputs)  # ready too: every used tensor is an input, read when ready, or written
+        and written.difference(read).issubset(outputs)
+    )
 
 
 def _not_written(output: str, ensemble: str, node: _FlowNode) -> str:
@@ -277,11 +313,35 @@ def _config_ok(model: ModelEntry) -> bool:
 
 def member_names(model: ModelEntry) -> tuple[str, ...]:
     """The members in the order of the steps that first run them."""
-    return model_fact(model, member_names, lambda m: tuple(dict.fromkeys(step.model_name for step in steps(m))))
+    return model_fact(model, member_names, lambda m: tuple(dict.fromkeys([step.model_name for step in steps(m)])))
+
+
+class _Members(NamedTuple):
+    entries: tuple[ModelEntry | None, ...]  # member_names' entries (None: no such model folder)
+    missing: tuple[str, ...]  # sorted
+
+
+def _members(model: ModelEntry, ctx: RuleContext) -> _Members:
+    """The members looked up once per run: five rules and the tensor stage ask."""
+    return memo("entries", model, ctx, _look_up_members)
+
+
+def _look_up_members(model: ModelEntry, ctx: RuleContext) -> _Members:
+    names = member_names(model)
+    find = ctx.repository.model  # ``lookup`` without its own call
+    entries = tuple([find(n) for n in names])
+    if all(entries):  # an entry is always true: every member found (the common case)
+        return _Members(entries, ())
+    return _Members(entries, tuple(sorted([n for n, m in zip(names, entries, strict=True) if m is None])))
+
+
+def member_entries(model: ModelEntry, ctx: RuleContext) -> tuple[ModelEntry | None, ...]:
+    """``lookup`` of each of ``member_names``."""
+    return _members(model, ctx).entries
 
 
 def missing_members(model: ModelEntry, ctx: RuleContext) -> list[str]:
-    return sorted(n for n in member_names(model) if lookup(ctx, n) is None)
+    return list(_members(model, ctx).missing)
 
 
 def step_index(model: ModelEntry, member: str) -> int:
@@ -308,18 +368,20 @@ def cycle_finding(model: ModelEntry, ctx: RuleContext) -> Finding | None:
 
 
 def _cycle(model: ModelEntry, ctx: RuleContext) -> tuple[str, str] | None:
-    return memo("cycle", model, ctx, lambda: _find_cycle(model, ctx))
+    return memo("cycle", model, ctx, _find_cycle)
 
 
 def _find_cycle(model: ModelEntry, ctx: RuleContext) -> tuple[str, str] | None:
     """Depth-first over ensemble members (iterative: chains of nested ensembles can be long): Triton's text
     and the member of this ensemble the cycle goes through."""
+    if model.name not in member_names(model) and not any(m is not None and m.is_ensemble for m in _members(model, ctx).entries):
+        return None  # the walk below would stop at each member: none has members of its own
     start = config_name(model)
     seen: set[str] = set()
     stack: list[tuple[ModelEntry, str | None]] = [(model, None)]  # (entry, the direct member it was reached by)
     while stack:
         current, via = stack.pop()
-        if current.config is None or current.config.platform != ENSEMBLE:
+        if not current.is_ensemble:  # the entry's kept `platform: "ensemble"`
             continue
         names = member_names(current)
         if model.name in names:
@@ -335,14 +397,29 @@ def _find_cycle(model: ModelEntry, ctx: RuleContext) -> tuple[str, str] | None:
     return None
 
 
+def _unloaded(step: Step, ctx: RuleContext) -> tuple[int, ...] | None:
+    """The versions Triton loads of the step's member when they lack the one the step asks for."""
+    if step.model_version == -1:  # the latest, whatever is loaded (checked first: no lookup)
+        return None
+    member = lookup(ctx, step.model_name)
+    if member is None:
+        return None
+    loaded = versions_to_load(member)
+    return loaded if loaded and step.model_version not in loaded else None
+
+
+def versions_ok(model: ModelEntry, ctx: RuleContext) -> bool:
+    """``version_problems`` finds nothing."""
+    return all(_unloaded(step, ctx) is None for step in steps(model))
+
+
 def version_problems(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
+    if versions_ok(model, ctx):
+        return
     name = config_name(model)
     for index, step in enumerate(steps(model)):
-        member = lookup(ctx, step.model_name)
-        if member is None or step.model_version == -1:
-            continue
-        loaded = versions_to_load(member)
-        if not loaded or step.model_version in loaded:
+        loaded = _unloaded(step, ctx)
+        if loaded is None:
             continue
         hint = (
             "model_version 0 (which is also what an omitted model_version means) asks for a folder named 0; "
@@ -365,15 +442,15 @@ def refused_members(model: ModelEntry, ctx: RuleContext) -> list[str]:
 
 def members_ok(model: ModelEntry, ctx: RuleContext) -> bool:
     """Stage two passed: Triton would go on to compare the tensors."""
-    return memo("members", model, ctx, lambda: _judge_members(model, ctx))
+    return memo("members", model, ctx, _judge_members)
 
 
 def _judge_members(model: ModelEntry, ctx: RuleContext) -> bool:
     return (
         config_ok(model)
-        and not missing_members(model, ctx)
+        and not _members(model, ctx).missing
         and cycle(model, ctx) is None
-        and not any(True for _ in version_problems(model, ctx))
+        and versions_ok(model, ctx)
         and not refused_members(model, ctx)
     )
 

@@ -7,7 +7,7 @@ the ensemble's own config and its members pass (ensemble_graph.py).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, cast
@@ -20,7 +20,7 @@ from repo_builder.validate.analysis.ensemble_graph import (
     Where,
     io_of,
     located,
-    lookup,
+    member_entries,
     member_finding,
     member_names,
     members_ok,
@@ -94,30 +94,69 @@ class _Tensor(NamedTuple):
     optional: bool  # inputs only
 
 
+View = tuple[int, tuple[int, ...]]  # a tensor's (data_type, dims): equal views always agree
+
+
 class _Io(NamedTuple):
     """What the mapping checks read of a member's config: protobuf fields cost a wrapper object per read."""
 
     max_batch_size: int
-    inputs: tuple[_Tensor, ...]
-    outputs: tuple[_Tensor, ...]
+    # The config's own entries: only the full walk reads them again (as _Tensors, ``_tensors``).
+    inputs: Sequence[ModelInput]
+    outputs: Sequence[ModelOutput]
     decoupled: bool
-    complete: bool = False  # some inputs and outputs, each with its data_type and dims
+    complete: bool  # some inputs and outputs, each with its data_type and dims
+    # By name, for the quick test (_maps_cleanly); None when two tensors share a name (the full walk judges).
+    input_views: dict[str, View] | None
+    output_views: dict[str, View] | None
 
 
-_NO_IO = _Io(0, (), (), False)  # a config as empty as written: auto-complete adds no tensors, no batching
+_NO_IO = _Io(0, (), (), False, False, {}, {})  # a config as empty as written: auto-complete adds no tensors, no batching
 
 
-def _io(cfg: ModelConfig, inputs: Iterable[ModelInput], outputs: Iterable[ModelOutput]) -> _Io:
-    # dims[:] copies the repeated field in C: tuple() over the container steps through it in Python.
-    ins = tuple([_Tensor(t.name, t.data_type, tuple(t.dims[:]), t.optional) for t in inputs])
-    outs = tuple([_Tensor(t.name, t.data_type, tuple(t.dims[:]), False) for t in outputs])
-    complete = bool(ins) and bool(outs) and all(t.dtype != TYPE_INVALID and t.dims for t in (*ins, *outs))
-    return _Io(cfg.max_batch_size, ins, outs, cfg.model_transaction_policy.decoupled, complete)
+def _io(cfg: ModelConfig, inputs: Sequence[ModelInput], outputs: Sequence[ModelOutput]) -> _Io:
+    in_views, complete_ins = _views(inputs)
+    out_views, complete_outs = _views(outputs)
+    return _Io(
+        cfg.max_batch_size,
+        inputs,
+        outputs,
+        cfg.model_transaction_policy.decoupled,
+        complete_ins and complete_outs,
+        in_views if len(in_views) == len(inputs) else None,
+        out_views if len(out_views) == len(outputs) else None,
+    )
+
+
+def _views(tensors: Sequence[ModelInput] | Sequence[ModelOutput]) -> tuple[dict[str, View], bool]:
+    """Each tensor's view by name, and whether there are some, each with a data_type and dims."""
+    views: dict[str, View] = {}
+    complete = bool(tensors)
+    for t in tensors:
+        # dims[:] copies the repeated field in C: tuple() over the container steps through it in Python.
+        dtype, dims = t.data_type, tuple(t.dims[:])
+        views[t.name] = (dtype, dims)
+        if dtype == TYPE_INVALID or not dims:
+            complete = False
+    return views, complete
+
+
+def _tensors(tensors: Sequence[ModelInput] | Sequence[ModelOutput], inputs: bool) -> tuple[_Tensor, ...]:
+    """The full walk's view of a member's inputs (``inputs``) or outputs."""
+    return tuple(
+        [_Tensor(t.name, t.data_type, tuple(t.dims[:]), inputs and t.optional) for t in tensors]  # type: ignore[union-attr]
+    )
 
 
 def _member_io(member: ModelEntry) -> _Io:
-    """``_io`` of the member's own config (not None), kept on the entry: two stages read it."""
-    return model_fact(member, _member_io, lambda m: _io(cast("ModelConfig", m.config), *io_of(m)))
+    """``_io`` of the member's own config (not None), kept on the entry: two stages read it. Its tensors
+    are read straight from the config: for a clean member no other rule has listed them."""
+    return model_fact(member, _member_io, _read_member_io)
+
+
+def _read_member_io(member: ModelEntry) -> _Io:
+    cfg = cast("ModelConfig", member.config)
+    return _io(cfg, cfg.input[:], cfg.output[:])
 
 
 def _dims_match(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
@@ -206,7 +245,31 @@ class GraphFinding:
 
 def analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
     """Core's ValidateEnsembleConfig over the scanned configs (only when stages one and two pass)."""
-    return memo("tensors", model, ctx, lambda: _analyze_tensors(model, ctx))
+    return memo("tensors", model, ctx, _analyze_tensors)
+
+
+def _member_ios(
+    model: ModelEntry, ctx: RuleContext
+) -> tuple[dict[str, ModelEntry], dict[str, _Io], dict[str, ModelConfig | None]]:
+    """Each member's entry and the tensors core judges it by, and the members whose tensors come from their
+    model file: completed from the ONNX graph when that can be read (core judges the ensemble against each
+    member's completed config), else None (unknown)."""
+    members: dict[str, ModelEntry] = {}
+    completed: dict[str, ModelConfig | None] = {}
+    ios: dict[str, _Io] = {}
+    for n, m in zip(member_names(model), member_entries(model, ctx), strict=True):
+        assert m is not None  # members_ok: every member exists
+        members[n] = m
+        if m.config is not None:
+            io = _member_io(m)
+            if io.complete:  # member_io_final's first test, without a second look-up
+                ios[n] = io
+                continue
+        c = None
+        if not member_io_final(m, ctx):
+            c = completed[n] = onnx_completed_config(m, ctx)
+        ios[n] = _io(c, c.input[:], c.output[:]) if c is not None else _member_io(m) if m.config is not None else _NO_IO
+    return members, ios, completed
 
 
 def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
@@ -214,20 +277,12 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
         return []
     cfg = model.config
     assert cfg is not None  # an ensemble: its platform comes from its config
+    members, ios, completed = _member_ios(model, ctx)
+    unknown = [n for n, c in completed.items() if c is None]
+    if not unknown and _maps_cleanly(model, cfg.max_batch_size, ios):
+        return []
     name = config_name(model)
     out: list[GraphFinding] = []
-    members: dict[str, ModelEntry] = {}
-    completed: dict[str, ModelConfig | None] = {}
-    ios: dict[str, _Io] = {}
-    for n in member_names(model):
-        m = members[n] = cast(ModelEntry, lookup(ctx, n))  # members_ok: every member exists
-        # A member whose tensors come from its model file: completed from its ONNX graph when that can be
-        # read (core judges the ensemble against each member's completed config), else unknown.
-        c = None
-        if not member_io_final(m, ctx):
-            c = completed[n] = onnx_completed_config(m, ctx)
-        ios[n] = _io(c, c.input, c.output) if c is not None else _member_io(m) if m.config is not None else _NO_IO
-    unknown = [n for n, c in completed.items() if c is None]
     if unknown:
         found = member_finding(
             model,
@@ -278,6 +333,42 @@ def _analyze_tensors(model: ModelEntry, ctx: RuleContext) -> list[GraphFinding]:
         text, index = problem  # the step that mixes the branches, else the ensemble's outputs
         out.append(GraphFinding("decoupled", located(model, text, step_at(index, "model_name") if index >= 0 else ("output",))))
     return out
+
+
+def _maps_cleanly(model: ModelEntry, max_batch_size: int, ios: dict[str, _Io]) -> bool:
+    """True only when the walk below finds nothing, decided on plain values (the common case): no
+    decoupled member, no member batching less than the ensemble, each step mapping every input of its
+    member and only tensors it has, and every ensemble tensor seen with one data type and one shape
+    everywhere. Anything else (an optional input left out, a wildcard or batch dimension to match)
+    is left to the walk."""
+    for member in ios.values():
+        if member.decoupled or (member.max_batch_size != 0 and member.max_batch_size < max_batch_size):
+            return False
+    views = _own_views(model)
+    for step in steps(model):
+        member = ios[step.model_name]
+        member_inputs, member_outputs = member.input_views, member.output_views
+        if member_inputs is None or member_outputs is None or len(step.input_map) != len(member_inputs):
+            return False
+        for maps, member_views in ((step.input_map, member_inputs), (step.output_map, member_outputs)):
+            for key, tensor in maps.items():
+                view = member_views.get(key)
+                if view is None or views.setdefault(tensor, view) != view:
+                    return False
+    return True
+
+
+def _own_views(model: ModelEntry) -> dict[str, View]:
+    """The ensemble's own tensors as the walk starts from them (_ensemble_tensors): the last input of a
+    name, else the first output; the reshape where there is one."""
+    declared_inputs, declared_outputs = io_of(model)
+    views: dict[str, View] = {
+        t.name: (t.data_type, tuple((t.reshape.shape if t.HasField("reshape") else t.dims)[:])) for t in declared_inputs
+    }
+    for t in declared_outputs:
+        if t.name not in views:
+            views[t.name] = (t.data_type, tuple((t.reshape.shape if t.HasField("reshape") else t.dims)[:]))
+    return views
 
 
 def _ensemble_tensors(model: ModelEntry, cfg: ModelConfig, name: str, link: bool) -> tuple[dict[str, _TensorNode], list[str]]:
@@ -403,10 +494,10 @@ def _map_step(where: _Step, step: Step, io: _Io, tensors: dict[str, _TensorNode]
     """Core's ValidateTensorMapping for one step; links the step's tensors into the graph."""
     batching = io.max_batch_size > 0
     input_map, output_map = step.input_map, step.output_map
-    problems = _map_inputs(where, input_map, io.inputs, batching, tensors)
+    problems = _map_inputs(where, input_map, _tensors(io.inputs, True), batching, tensors)
     if problems:
         return problems
-    problems = _map_outputs(where, output_map, io.outputs, batching, tensors)
+    problems = _map_outputs(where, output_map, _tensors(io.outputs, False), batching, tensors)
     if problems or not where.link:
         return problems
     decoupled = io.decoupled

@@ -19,6 +19,7 @@ from repo_builder.validate.analysis.ensemble_graph import (
     located,
     member_finding,
     member_names,
+    members_ok,
     missing_members,
     refused_members,
     scheduling_findings,
@@ -86,6 +87,8 @@ def check_members_exist(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding
 
     Fails: a step naming `preprocess` with no `preprocess/` folder. Passes: the folder exists.
     """
+    if members_ok(model, ctx):  # stage two passed: none of its parts has anything to report
+        return
     if not config_ok(model):
         return
     missing = missing_members(model, ctx)
@@ -107,6 +110,8 @@ def check_cycles(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
 
     Fails: ensemble `a` has a step `b`, ensemble `b` a step `a`. Passes: `b` uses a plain model.
     """
+    if members_ok(model, ctx):  # stage two passed: none of its parts has anything to report
+        return
     if not config_ok(model):
         return
     found = cycle_finding(model, ctx)
@@ -124,6 +129,8 @@ def check_member_versions(model: ModelEntry, ctx: RuleContext) -> Iterable[Findi
 
     Fails: `model_version: 2` while the member only has `1/`. Passes: `model_version: -1`.
     """
+    if members_ok(model, ctx):  # stage two passed: none of its parts has anything to report
+        return
     if not config_ok(model) or missing_members(model, ctx):
         return
     yield from version_problems(model, ctx)
@@ -138,6 +145,8 @@ def check_member_refused(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
 
     Fails: a member with a config error. Passes: every member validates cleanly.
     """
+    if members_ok(model, ctx):  # stage two passed: none of its parts has anything to report
+        return
     if not config_ok(model) or missing_members(model, ctx) or cycle(model, ctx):
         return
     name = config_name(model)
