@@ -10,6 +10,7 @@ from repo_builder.validate.analysis.bounded import bounded_text
 from repo_builder.validate.analysis.deploy import deploy_options
 from repo_builder.validate.analysis.manifest import manifest
 from repo_builder.validate.analysis.positions import finding_position
+from repo_builder.validate.analysis.quiet import QuietFlags, quiet_flags
 from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.records import (
     CheckFn,
@@ -140,6 +141,11 @@ def section_open(rule: Rule, sections: frozenset[str] | None) -> bool:
     return not rule.sections or sections is None or not rule.sections.isdisjoint(sections)
 
 
+def not_quiet(rule: Rule, flags: QuietFlags) -> bool:
+    """Whether a rule can find anything in a model with these ``QuietFlags`` (its declared ``Rule.quiet``)."""
+    return rule.quiet is None or not getattr(flags, rule.quiet)
+
+
 def check_repository(repository: Repository, options: ValidateOptions | None = None, rules: tuple[Rule, ...] | None = None) -> Report:
     """Judge a scanned repository: the repository as a whole, then members, then ensembles, which see
     their members' verdicts."""
@@ -160,7 +166,8 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
     # per distinct set (a repository has a handful), skip the rest without a call.
     # Keyed by the field descriptors ListFields gives (in field order: one tuple per set), their names read
     # only when a new set needs planning.
-    plans: dict[tuple[bool, tuple[object, ...] | None], Plan] = {}
+    # The model's QuietFlags join the key: a clean model's plan leaves out the rules they say find nothing.
+    plans: dict[tuple[bool, tuple[object, ...] | None, QuietFlags], Plan] = {}
     # A folder that is not a repository (a model folder, an export): its subfolders are no models, and
     # judging them would only bury the one diagnostic that says what to pass instead.
     wrong_folder = any(d.severity == Severity.ERROR for d in diagnostics)
@@ -168,11 +175,14 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
         found: list[Diagnostic] = []
         gates: dict[Gate, bool] = {}  # each family's gate, asked once for this model
         cfg = model.config
-        key = (model.is_ensemble, None if cfg is None else tuple(map(_first, cfg.ListFields())))
+        flags = quiet_flags(model)
+        key = (model.is_ensemble, None if cfg is None else tuple(map(_first, cfg.ListFields())), flags)
         plan = plans.get(key)
         if plan is None:
             sections = config_sections(model)
-            plan = plans[key] = _segments([r for r in (every if key[0] else plain) if section_open(r, sections)])
+            plan = plans[key] = _segments(
+                [r for r in (every if key[0] else plain) if section_open(r, sections) and not_quiet(r, flags)]
+            )
         for gate, segment in plan:
             if gate is not None:
                 open_ = gates.get(gate)

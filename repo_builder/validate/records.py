@@ -324,6 +324,9 @@ class Rule:
     # skips the rule for a parsed config that sets none of them (protobuf's ListFields: a message field
     # written at all, a non-empty list or map); every such rule returns at once when they are all absent.
     sections: frozenset[str] = frozenset()
+    # A flag of the model's ``QuietFlags`` (analysis/quiet.py) that, when true, means the rule has nothing to
+    # find (its check returns at once on the same condition): the engine then skips it without a call.
+    quiet: str | None = None
 
 
 RepositoryCheckFn = Callable[[RuleContext], Iterable[Finding]]
@@ -337,6 +340,7 @@ def rule(
     ensemble_only: bool = False,
     field: str | None = None,
     sections: tuple[str, ...] = (),
+    quiet: str | None = None,
 ) -> Callable[[CheckFn], Rule]:
     """Decorator turning a check function into a ``Rule``; the function's docstring is its documentation."""
 
@@ -344,7 +348,7 @@ def rule(
         if not fn.__doc__:
             raise TypeError(f"rule {code} ({name}) needs a docstring: it is the rule's documentation")
         doc = inspect.cleandoc(fn.__doc__)
-        return Rule(code, name, severity, fn, doc, ensemble_only, field, sections=frozenset(sections))
+        return Rule(code, name, severity, fn, doc, ensemble_only, field, sections=frozenset(sections), quiet=quiet)
 
     return wrap
 

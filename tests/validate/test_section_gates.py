@@ -1,8 +1,10 @@
 """The engine's per-section gates (``Rule.sections``): a rule is skipped for a parsed config that sets none of
-the top-level fields it declares. A wrong declaration would silently stop a rule checking, so this compares,
-over the validate corpus (Triton's own L0_model_config cases, validate_speed.py's generated repository and a
-repository setting every gated section wrongly), each gated rule called past its closed gate (it must find
-nothing) and the engine's whole report against calling every rule, with no gate at all."""
+the top-level fields it declares; and its quiet flags (``Rule.quiet``): a rule is skipped for a model whose
+``QuietFlags`` say it has nothing to find. A wrong declaration would silently stop a rule checking, so this
+compares, over the validate corpus (Triton's own L0_model_config cases, validate_speed.py's generated
+repository and a repository setting every gated section and flag wrongly), each gated rule called past its
+closed gate (it must find nothing) and the engine's whole report against calling every rule, with no gate at
+all."""
 
 from __future__ import annotations
 
@@ -15,17 +17,25 @@ from types import ModuleType
 import pytest
 from tritonclient.grpc import model_config_pb2
 
+from repo_builder.validate.analysis.quiet import QuietFlags, quiet_flags
 from repo_builder.validate.conformance import case_runs, find_suite, load_cases, materialize_case
-from repo_builder.validate.engine import check_repository, config_sections, judging_order, section_open
+from repo_builder.validate.engine import (
+    check_repository,
+    config_sections,
+    judging_order,
+    not_quiet,
+    section_open,
+)
 from repo_builder.validate.records import ModelEntry, RuleContext, ValidateOptions
 from repo_builder.validate.rules import RULES
 from repo_builder.validate.scan import scan_repository
 
 SUITE = find_suite(Path(__file__))
 OPTIONS = (ValidateOptions(), ValidateOptions(strict=True, gpu_present=False, http_header_forward_pattern="X-.*"))
-SECTIONED = tuple(r for r in RULES if r.sections)
-# Every rule called for every model: no section gate, no family gate (rules.GATES is keyed by the rule).
-UNGATED = tuple(dataclasses.replace(r, sections=frozenset(), doc=r.doc + " ") for r in RULES)
+SECTIONED = tuple(r for r in RULES if r.sections or r.quiet)
+# Every rule called for every model: no section gate, no quiet flag, no family gate (rules.GATES is keyed by
+# the rule).
+UNGATED = tuple(dataclasses.replace(r, sections=frozenset(), quiet=None, doc=r.doc + " ") for r in RULES)
 
 
 def _bench_module() -> ModuleType:
@@ -45,10 +55,11 @@ def _closed_gates_hide_nothing(root: Path, options: ValidateOptions) -> tuple[in
     models: list[ModelEntry] = judging_order(repository)
     for model in models:
         sections = config_sections(model)
+        flags = quiet_flags(model)
         for rule in SECTIONED:
             if rule.ensemble_only and not model.is_ensemble:
                 continue
-            if section_open(rule, sections):
+            if section_open(rule, sections) and not_quiet(rule, flags):
                 opened += 1
                 continue
             closed += 1
@@ -76,10 +87,18 @@ def test_every_declared_section_is_a_top_level_model_config_field() -> None:
         assert not rule.repository_level
 
 
+def test_every_declared_quiet_flag_is_a_flag() -> None:
+    quiet = [r for r in RULES if r.quiet]
+    assert quiet, "no rule declares a quiet flag: the plan no longer skips clean models' calls"
+    for rule in quiet:
+        assert rule.quiet in QuietFlags._fields, f"{rule.code}: {rule.quiet!r} is no QuietFlags field"
+        assert not rule.repository_level
+
+
 def test_ungated_rules_are_no_gated_rules() -> None:
     from repo_builder.validate.rules import GATES
 
-    assert not any(r in GATES for r in UNGATED) and not any(r.sections for r in UNGATED)
+    assert not any(r in GATES for r in UNGATED) and not any(r.sections or r.quiet for r in UNGATED)
 
 
 CONFIGS = {
@@ -96,6 +115,12 @@ CONFIGS = {
     "env": 'backend: "python" parameters { key: "EXECUTION_ENV_PATH" value { string_value: "envs/pre.tar.gz" } }',
     "nvcf": 'backend: "python" parameters [{ key: "nvcf_assets" value { string_value: "1" } }, { key: "nvcf_asset_input" value { string_value: "ASSET" } }]',
     "plain": 'backend: "python" max_batch_size: 0',
+    # each lowers one quiet flag, so the rule it stands for must run and report
+    "nodims": 'backend: "python" input [{ name: "I" data_type: TYPE_FP32 }] output [{ name: "O" data_type: TYPE_FP32 dims: [ 1 ] }]',
+    "shapes": 'backend: "python" input [{ name: "I" data_type: TYPE_FP32 dims: [ 0 ] }] output [{ name: "O" data_type: TYPE_FP32 dims: [ 1 ] }]',
+    "feature": 'backend: "python" input [{ name: "I" data_type: TYPE_FP32 dims: [ 2 ] is_shape_tensor: true }] output [{ name: "O" data_type: TYPE_FP32 dims: [ 1 ] }]',
+    "dupes": 'backend: "python" input [{ name: "I" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "I" data_type: TYPE_FP32 dims: [ 1 ] }] output [{ name: "O" data_type: TYPE_FP32 dims: [ 1 ] }]',
+    "groups": 'backend: "python" instance_group [{ kind: KIND_CPU count: -1 profile: [ "0" ] }]',
 }
 PY = b"class TritonPythonModel:\n    def execute(self, requests):\n        return requests\n"
 
@@ -111,6 +136,8 @@ def test_report_is_the_same_as_calling_every_rule_where_each_section_is_set(tmp_
     codes = {d.code for d in check_repository(scan_repository(root), OPTIONS[0]).diagnostics}
     # the gated rules still report where their section is written
     assert {"RB206", "RB207", "RB208", "RB209", "RB302", "RB303", "RB309", "RB501", "RB423"} <= codes
+    # the quiet rules still report where their flag is down
+    assert {"RB202", "RB203", "RB204", "RB205", "RB307", "RB308"} <= codes
 
 
 def test_report_is_the_same_as_calling_every_rule_on_the_benchmark_repository(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def _gpu_ids(prefix: str, gpus: Iterable[int], options: ValidateOptions) -> Iter
             )
 
 
-@rule("RB307", "instance-group-profile", field="instance_group")
+@rule("RB307", "instance-group-profile", field="instance_group", quiet="no_profiles")
 def check_instance_group_profile(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """`instance_group.profile` selects TensorRT optimization profiles: TensorRT models only, and each
     entry is a non-negative integer.
@@ -235,7 +235,7 @@ def check_instance_group_profile(model: ModelEntry, ctx: RuleContext) -> Iterabl
                 yield placed(found, model.config_text, "instance_group", index, "profile")
 
 
-@rule("RB308", "instance-group-count", Severity.WARNING, field="instance_group")
+@rule("RB308", "instance-group-count", Severity.WARNING, field="instance_group", quiet="ordinary_groups")
 def check_instance_group_count(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A negative instance group `count` is silently replaced by the backend's default.
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import BatchOutput, ModelInput, ModelOutput
 
 
-@rule("RB202", "io-data-type-and-dims", field="input")
+@rule("RB202", "io-data-type-and-dims", field="input", quiet="io_complete")
 def check_io_required_fields(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Every input and output needs a `name`, a `data_type` and non-empty `dims`.
 
@@ -108,7 +108,7 @@ def _missing_field_finding(model: ModelEntry, kind: str, tensor: str, field: str
     return Finding(message, hint=hint)
 
 
-@rule("RB203", "io-dims-and-reshape", field="dims")
+@rule("RB203", "io-dims-and-reshape", field="dims", quiet="io_plain_shapes")
 def check_io_shapes(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Dimensions are integers >= 1 or -1 (variable), and a `reshape` holds the same elements as `dims`.
 
@@ -130,7 +130,7 @@ def check_io_shapes(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
             yield Finding(f"{problem} for {name}")
 
 
-@rule("RB204", "io-platform-features", field="input")
+@rule("RB204", "io-platform-features", field="input", quiet="io_plain_features")
 def check_io_features(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Tensor features that only some platforms or shapes allow.
 
@@ -171,7 +171,7 @@ def check_io_features(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
             )
 
 
-@rule("RB205", "io-duplicate-names", Severity.WARNING, field="input")
+@rule("RB205", "io-duplicate-names", Severity.WARNING, field="input", quiet="io_unique_names")
 def check_duplicate_names(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Two inputs (or two outputs) with the same name: Triton keeps the first and ignores the rest.
 
@@ -244,7 +244,7 @@ def _batch_output_problems(b: BatchOutput, kind: str, inputs: set[str], outputs:
         targets.add(target)
 
 
-@rule("RB207", "label-files", field="label_filename", sections=("output",))
+@rule("RB207", "label-files", field="label_filename", sections=("output",), quiet="io_no_labels")
 def check_label_files(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Each output's `label_filename` exists inside the model folder (beside config.pbtxt).
 

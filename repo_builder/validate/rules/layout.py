@@ -106,7 +106,7 @@ def _link_finding(label: str, path: Path, entry: FileEntry, version: int | None)
     )
 
 
-@rule("RB103", "symlink-leaves-repository")
+@rule("RB103", "symlink-leaves-repository", quiet="plain_listing")
 def check_symlink_leaves_repository(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A symlink inside the repository that points outside it (an error), or nowhere (a warning).
 
@@ -133,7 +133,7 @@ def check_symlink_leaves_repository(model: ModelEntry, ctx: RuleContext) -> Iter
             yield _link_finding(f"{v.name}/{path.name}", path, entry, v.number)
 
 
-@rule("RB104", "non-utf8-name")
+@rule("RB104", "non-utf8-name", quiet="plain_listing")
 def check_non_utf8_name(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A folder or file name that is not valid UTF-8.
 
