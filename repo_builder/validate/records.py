@@ -196,6 +196,7 @@ class ModelEntry:
         d["name"], d["path"], d["config_path"], d["config"] = name, path, config_path, config
         d["config_text"], d["config_problem"], d["config_line"], d["config_column"] = config_text, config_problem, config_line, config_column
         d["versions"], d["files"], d["problem"], d["plain_listing"] = versions, files, problem, plain_listing
+        d["facts"] = {}  # made here, where it is cheapest: every model's rules keep facts
 
     @kept
     def facts(self) -> dict[Hashable, Any]:

@@ -70,13 +70,14 @@ def validate():
 
 
 floor(); report = validate()  # warm: page cache, lazily built tables
-out = {"floor": [], "validate": [], "render": [], "scan": [], "rules": [], "models": len(report.models),
-       "errors": report.exit_code()}
+out = {"floor": [], "validate": [], "floor_cpu": [], "validate_cpu": [], "render": [], "scan": [], "rules": [],
+       "models": len(report.models), "errors": report.exit_code()}
 for _ in range(rounds):
     for name, fn in (("floor", floor), ("validate", validate)):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = fn()
         out[name].append(time.perf_counter() - start)
+        out[name + "_cpu"].append(time.process_time() - cpu)
     start = time.perf_counter()
     render_report(result, "json")
     out["render"].append(time.perf_counter() - start)
@@ -198,54 +199,50 @@ def beyond(data: dict[str, Any], models: int) -> str:
         f"| rules (check_repository) | {rules * per:.3f} |\n"
         f"| allowed by the {RATIO_TARGET}x target | {allowed:.3f} |\n\n"
         "What the floor leaves out and validate cannot: listing two folders per model with every file's size "
-        "(two `scandir` and a `stat` per file: the version rules, RB405's missing files and RB103's links need "
-        "them), opening each model folder and its config without following links, and the rules: "
-        "some 55 calls per model (ONNX, TensorRT and DALI families skipped when their gate rules the model "
-        "out), which read and parse each `model.py` with `ast` (Python models), open each ONNX graph and "
-        "compare its inputs and outputs (ONNX models), and build each ensemble's tensor graph. No single rule "
-        "dominates: the cost is breadth, about 1.3 microseconds per rule call on average, facts shared "
-        "through the model's memo included (issue 38 counted instructions under callgrind on 200 models of "
-        "this mix: the rules are about three quarters of what validate adds to the floor, the scan beyond "
-        "the parse a fifth, the syscalls of listing and guarded opens uncounted on top). With the one "
-        "config parser (protobuf's text_format), 1.4x leaves 0.07 ms per model, of which listing two "
-        "folders takes about a third. Issue 38 added a gate per config section (each rule declares the "
-        "top-level `ModelConfig` fields it can find anything without; the engine reads the config's "
-        "`ListFields()` once per model and plans the open rules once per distinct set): on this mix it "
-        "skips 10 to 12 of the ~55 calls per model, and measured 6% off the rules (134 to 126 ms, 15 "
-        "interleaved rounds in one process), since the skipped rules were the cheap ones that returned at "
-        "once. A second pass (issue 38 item 8) removed work done twice: the scan records which entries are "
-        "symlinks, so the ONNX rules trust a link-free listing instead of `lstat`-ing each part of a graph's "
-        "path again (RB601: 54 to 44 microseconds per ONNX model); an ensemble's step list, member names, "
-        "scheduling and data-flow verdicts are kept on its entry (each was rebuilt by every rule that asked, "
-        "the step list 16 times per ensemble); the Python `auto_complete_config` memo is keyed by strings, "
-        "not pathlib paths; the config-versus-graph comparison reads each tensor's dims once; the entries' "
-        "facts use a cached property without the lock Python 3.10 and 3.11 take at each first access. "
-        "Measured in CPU time (interleaved processes, this checkout against the last commit, 4 x 9 rounds): "
-        "rules 112 to 96 ms, ratio 2.1x to 2.0x; the scan unchanged. So 1.4x stays out of reach, for "
-        "reasons no single change removes: in CPU time the floor is 0.165 ms per model and 1.4x leaves "
-        "0.066 ms on top, while the scan alone added 0.063 ms (two `scandir` and a `stat` per file, the "
-        "guarded open of each config: an open per path component, `fstat`, `read`, `close`; then pathlib "
-        "paths and the frozen records of each model, version and file) and the rules 0.096 ms: about 45 "
-        "rule calls per model at some 0.4 microseconds each for the call alone (about 17 ms of the 96), "
-        "then the work that must touch every model: backend resolution, the versions Triton loads, I/O "
-        "fields read through protobuf's accessors (each 0.05 to 0.1 microseconds, dozens per model), the "
-        "ONNX comparison (11 microseconds per graph), the `model.py` checks and the ensemble tensor graph "
-        "(about 50 microseconds per two-step ensemble). Reaching 1.4x would take the rules and the scan "
-        "together below what the scan took alone. A third pass (issue 38 item 8) changed the scan's design: "
-        "in one process each model folder is opened once (`O_DIRECTORY|O_NOFOLLOW`, relative to a "
-        "descriptor of the root), listed through that descriptor, and its config and version folders are "
-        "opened relative to it (`read_entry_at`: the listing's type stands for the `lstat`, `O_NOFOLLOW` "
-        "refuses a link swapped in since, `fstat` checks a regular file within the limit, one `read` of "
-        "the size plus one byte); a folder holding any link, or any error, is scanned the path-based way, "
-        "whose words the findings keep. That removed the root-to-file walk per config (three opens, an "
-        "`lstat`, a second `read`), and listed names become paths without pathlib parsing them again; the "
-        "engine keys its section plans on `ListFields()`'s descriptors. Measured against the last commit "
-        "in CPU time (alternating processes, 5 rounds each, 3 pairs): the scan beyond the parse 57 to 42 "
-        "ms, the ratio about 1.99x to 1.85x; the rules unchanged (the rule calls and the shared facts "
-        "above remain). The rounds "
-        "are warm, as a long-lived process (an editor, a watch loop) sees them: each ONNX graph's inputs and "
-        "outputs are kept per process by path, size and modification time, so a first, cold run also parses "
-        "400 graph headers (about 0.1 ms each); `model.py` texts are parsed once per distinct text in any run.\n"
+        "(a `scandir` of each and a `stat` per file: the version rules, RB405's missing files and RB103's links "
+        "need them), opening each model folder and its config without following links, and the rules: some "
+        "30 to 40 calls per model (ONNX, TensorRT and DALI families skipped when their gate rules the model out, "
+        "rules skipped when the config sets none of the sections they look at), which read each `model.py` "
+        "(parsed with `ast` once per distinct text), compare each ONNX graph's inputs and outputs with the "
+        "config (ONNX models) and build each ensemble's tensor graph.\n\n"
+        "How it got here (issue 38 item 8; each pass measured against the one before, CPU time, interleaved "
+        "rounds): a gate per config section (rules declare the top-level fields they need; 6% off the rules); "
+        "work done twice removed (the scan records links, ensemble facts kept per ensemble: 2.1x to 2.0x); the "
+        "scan through descriptors (each model folder opened once without following a link, listed and read "
+        "relative to it: 2.0x to 1.85x); then a fourth pass over every part, each change checked by a "
+        "differential run of the JSON reports of about 2,800 repositories (every repository the validate "
+        "tests build, Triton's conformance cases, this benchmark) against the commit before it, with no "
+        "difference: the scan lists a model folder in one pass, takes the config's size and time from the "
+        "`fstat` of its read, writes its records' fields directly instead of through the frozen dataclass's "
+        "per-field `setattr`, and marks a folder with no link and only ASCII names (the link and name rules "
+        "then have nothing to walk); it parses the configs a batch at a time (64 folders or 1 MiB) after "
+        "listing them, so protobuf's parser runs back to back, warm, instead of between a dozen syscalls "
+        "per model (the scan's cost beyond the parse fell by a third); one pass per model over its tensors, "
+        "instance groups and listing (`io_summary`, `group_summary`, `listing_summary`) gives the flags "
+        "(`QuietFlags`) on which the I/O, instance-group, label, link and name rules find nothing, and the "
+        "engine's plan for a model leaves those rules out without a call (tests/validate/"
+        "test_section_gates.py compares the report with calling every rule); backend resolution runs as two straight-line paths (the "
+        "config alone, or the first folder's files), checked equal to the old one on 207,936 combinations; "
+        "the ensemble rules read each step and member tensor from protobuf once and build tensor nodes only "
+        "for a mismatch; the ONNX rules keep each version's graph per model, compare types as numbers and "
+        "decide the common exact-shape case early. Repeated protobuf fields are read as slices (a list), "
+        "since iterating the field itself costs several times more. Before this pass the same run measured "
+        "0.096 ms of rules and 0.049 ms of scan beyond the parse per model, and 1.87x; the table above has "
+        "what they are now.\n\n"
+        "Why 1.4x is still missed: protobuf's text parser is the floor (about 0.14 ms of its 0.165 ms per "
+        "model; the rest is reading the file), and 1.4x leaves about 0.066 ms per model for everything "
+        "else. The scan's syscalls alone (two folder listings through descriptors, which `os.scandir` "
+        "duplicates and rewinds, a `stat` per file, the config's no-follow open, `fstat`, `read`, `close`) "
+        "take about 0.026 ms in a loop that does nothing else, and kernel time is about half of the scan. "
+        "What remains in the rules is breadth: about 0.2 to 0.4 microseconds per rule call that finds "
+        "nothing, the facts every model needs once (backend resolution, the versions Triton loads, the "
+        "tensor and group summaries: each read of a protobuf field costs 0.05 to 0.3 microseconds), and the "
+        "ensemble tensor graph (the largest single part, about a quarter of the rules on this mix). Closing "
+        "the rest would take the rules fused into one pass per config, which would give up the one-function-"
+        "per-rule design (docs/rules.md is generated from the rules themselves). The rounds are warm, as a "
+        "long-lived process (an editor, a watch loop) sees them: each ONNX graph's inputs and outputs are "
+        "kept per process by path, size and modification time, so a first, cold run also parses 400 graph "
+        "headers (about 0.1 ms each); `model.py` texts are parsed once per distinct text in any run.\n"
     )
 
 
@@ -275,8 +272,12 @@ def main() -> int:
             else ""
         )
         ratios = [v / f for v, f in zip(data["validate"], data["floor"], strict=True)]
+        cpu_ratios = [v / f for v, f in zip(data["validate_cpu"], data["floor_cpu"], strict=True)]
         ratio = statistics.median(data["validate"]) / statistics.median(data["floor"])
-        ok_start, ok_ratio = start <= START_TARGET, ratio <= RATIO_TARGET
+        # On a shared machine one statistic can land under the target by a burst of load on the floor's
+        # side: the target counts as met only when all three do (medians' ratio, per-round wall and CPU).
+        judged = (ratio, statistics.median(ratios), statistics.median(cpu_ratios))
+        ok_start, ok_ratio = start <= START_TARGET, max(judged) <= RATIO_TARGET
         md = (
             "## validate targets: start-up and one process against the parse floor (issue 22)\n\n"
             f"`scripts/bench/validate_targets.py`; {os.cpu_count()} CPUs shared with other work (load average "
@@ -297,9 +298,11 @@ def main() -> int:
             f"| parse floor | {spread(data['floor'])} |\n"
             f"| `validate_location` | {spread(data['validate'])} |\n"
             f"| JSON report of it (apart) | {spread(data['render'])} |\n"
-            f"| ratio per round | {spread(ratios)} |\n\n"
-            f"- ratio of medians validate / floor: **{ratio:.2f}x** ({'meets' if ok_ratio else 'misses'} the "
-            f"target of <= {RATIO_TARGET}x)\n\n"
+            f"| ratio per round | {spread(ratios)} |\n"
+            f"| ratio per round, CPU time (`process_time`) | {spread(cpu_ratios)} |\n\n"
+            f"- validate / floor: **{ratio:.2f}x** (ratio of medians), {judged[1]:.2f}x (median per round), "
+            f"{judged[2]:.2f}x (median per round in CPU time): {'meets' if ok_ratio else 'misses'} the target of "
+            f"<= {RATIO_TARGET}x (met only when all three are)\n\n"
             "Where one `validate_location` run spends its time (cProfile, cumulative; profiling slows Python code, "
             "read the shares):\n\n| part | seconds | share |\n| --- | --- | --- |\n"
             + "\n".join(
