@@ -121,6 +121,8 @@ CONFIGS = {
     "feature": 'backend: "python" input [{ name: "I" data_type: TYPE_FP32 dims: [ 2 ] is_shape_tensor: true }] output [{ name: "O" data_type: TYPE_FP32 dims: [ 1 ] }]',
     "dupes": 'backend: "python" input [{ name: "I" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "I" data_type: TYPE_FP32 dims: [ 1 ] }] output [{ name: "O" data_type: TYPE_FP32 dims: [ 1 ] }]',
     "groups": 'backend: "python" instance_group [{ kind: KIND_CPU count: -1 profile: [ "0" ] }]',
+    "negbatch": 'backend: "python" max_batch_size: -1',
+    "twice": 'backend: "python" backend: "python"',
 }
 PY = b"class TritonPythonModel:\n    def execute(self, requests):\n        return requests\n"
 
@@ -137,7 +139,7 @@ def test_report_is_the_same_as_calling_every_rule_where_each_section_is_set(tmp_
     # the gated rules still report where their section is written
     assert {"RB206", "RB207", "RB208", "RB209", "RB302", "RB303", "RB309", "RB501", "RB423"} <= codes
     # the quiet rules still report where their flag is down
-    assert {"RB202", "RB203", "RB204", "RB205", "RB307", "RB308"} <= codes
+    assert {"RB202", "RB203", "RB204", "RB205", "RB307", "RB308", "RB301", "RB201"} <= codes
 
 
 def test_report_is_the_same_as_calling_every_rule_on_the_benchmark_repository(tmp_path: Path) -> None:

@@ -23,6 +23,9 @@ class QuietFlags(NamedTuple):
     no_profiles: bool  # RB307: no instance group lists a TensorRT profile
     ordinary_groups: bool  # RB308: no negative count, no secondary_devices
     plain_listing: bool  # RB103, RB104: a usable folder, no link anywhere in it, only ASCII names
+    # RB101, RB102, RB105, RB106, RB107, RB108, RB201, RB301: a visible, usable folder whose config parsed,
+    # names the folder (or nothing) and batches >= 0, and whose every subfolder is a version named canonically
+    plain_model: bool
 
 
 def quiet_flags(model: ModelEntry) -> QuietFlags:
@@ -33,4 +36,17 @@ def quiet_flags(model: ModelEntry) -> QuietFlags:
         not groups.profile,
         not groups.odd,
         model.problem is None and model.plain_listing and model.name.isascii(),
+        _plain_model(model),
     )
+
+
+def _plain_model(model: ModelEntry) -> bool:
+    cfg = model.config
+    if cfg is None or model.problem is not None or model.name.startswith("."):
+        return False  # no config (RB105, RB201 speak), an unusable or hidden folder (RB101, RB102)
+    if cfg.max_batch_size < 0 or (cfg.name and cfg.name != model.name):
+        return False  # RB301, RB106
+    for v in model.versions:  # RB102, RB107, RB108: a folder Triton ignores, or a version named otherwise
+        if v.number is None or v.ignored is not None or v.name != str(v.number):
+            return False
+    return True

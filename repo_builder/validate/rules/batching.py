@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 DELAY = 1  # ModelQueuePolicy.TimeoutAction.DELAY
 
 
-@rule("RB301", "max-batch-size", field="max_batch_size")
+@rule("RB301", "max-batch-size", field="max_batch_size", quiet="plain_model")
 def check_max_batch_size(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """`max_batch_size` is 0 (no batching: the first dimension is part of `dims`) or positive.
 

@@ -15,7 +15,7 @@ def _config_link_escapes(model: ModelEntry) -> bool:
     return any(f.name == CONFIG_FILE and f.escapes for f in model.files)
 
 
-@rule("RB201", "config-parses")
+@rule("RB201", "config-parses", quiet="plain_model")
 def check_config_parses(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """`config.pbtxt` must parse with Triton's own `ModelConfig` proto (text format).
 

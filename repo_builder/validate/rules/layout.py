@@ -27,7 +27,7 @@ def is_utf8(name: str) -> bool:
 
 
 
-@rule("RB101", "hidden-model-folder", Severity.WARNING)
+@rule("RB101", "hidden-model-folder", Severity.WARNING, quiet="plain_model")
 def check_hidden_model_folder(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A hidden folder (name starting with ``.``) in the repository is a model to Triton.
 
@@ -58,7 +58,7 @@ def check_hidden_model_folder(model: ModelEntry, ctx: RuleContext) -> Iterator[F
         )
 
 
-@rule("RB102", "folder-unreadable")
+@rule("RB102", "folder-unreadable", quiet="plain_model")
 def check_folder_unreadable(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A model folder or version folder that cannot be listed.
 
@@ -168,7 +168,7 @@ def check_non_utf8_name(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding
             )
 
 
-@rule("RB105", "config-missing")
+@rule("RB105", "config-missing", quiet="plain_model")
 def check_config_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A model folder without ``config.pbtxt``.
 
@@ -229,7 +229,7 @@ def _config_missing_hint(model: ModelEntry, backend: str | None) -> str:
     return "checks of inputs, outputs and batching need the model file; write a config to pin them"
 
 
-@rule("RB106", "model-name-mismatch", field="name")
+@rule("RB106", "model-name-mismatch", field="name", quiet="plain_model")
 def check_model_name_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """The config's ``name`` differs from the model folder's name.
 

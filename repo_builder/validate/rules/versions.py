@@ -32,7 +32,7 @@ def _rename_hint(name: str) -> str:
     return "version folders are named by a number (1, 2, ...)"
 
 
-@rule("RB107", "version-folder-ignored", Severity.WARNING)
+@rule("RB107", "version-folder-ignored", Severity.WARNING, quiet="plain_model")
 def check_version_folder_ignored(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A subfolder of a model that Triton silently skips as a version.
 
@@ -55,7 +55,7 @@ def check_version_folder_ignored(model: ModelEntry, ctx: RuleContext) -> Iterato
             yield Finding(v.ignored, path=v.path, hint=hint, severity=severity)
 
 
-@rule("RB108", "version-folder-not-canonical")
+@rule("RB108", "version-folder-not-canonical", quiet="plain_model")
 def check_version_folder_not_canonical(model: ModelEntry, ctx: RuleContext) -> list[Finding]:
     """A version folder Triton reads as a number but whose name is not that number's plain spelling.
 
