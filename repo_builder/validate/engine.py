@@ -175,7 +175,7 @@ def check_repository(repository: Repository, options: ValidateOptions | None = N
         found: list[Diagnostic] = []
         gates: dict[Gate, bool] = {}  # each family's gate, asked once for this model
         cfg = model.config
-        flags = quiet_flags(model)
+        flags = quiet_flags(model, ctx)
         key = (model.is_ensemble, None if cfg is None else tuple(map(_first, cfg.ListFields())), flags)
         plan = plans.get(key)
         if plan is None:

@@ -55,7 +55,7 @@ def _closed_gates_hide_nothing(root: Path, options: ValidateOptions) -> tuple[in
     models: list[ModelEntry] = judging_order(repository)
     for model in models:
         sections = config_sections(model)
-        flags = quiet_flags(model)
+        flags = quiet_flags(model, ctx)
         for rule in SECTIONED:
             if rule.ensemble_only and not model.is_ensemble:
                 continue

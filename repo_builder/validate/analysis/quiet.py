@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from repo_builder.validate.analysis.devices import group_summary
+from repo_builder.validate.analysis.onnx_model import check_onnx_model
+from repo_builder.validate.analysis.resolve import resolve_backend
 from repo_builder.validate.analysis.shapes import io_summary
-from repo_builder.validate.records import ModelEntry
+from repo_builder.validate.records import ModelEntry, RuleContext
 
 
 class QuietFlags(NamedTuple):
@@ -26,9 +28,10 @@ class QuietFlags(NamedTuple):
     # RB101, RB102, RB105, RB106, RB107, RB108, RB201, RB301: a visible, usable folder whose config parsed,
     # names the folder (or nothing) and batches >= 0, and whose every subfolder is a version named canonically
     plain_model: bool
+    onnx_clean: bool  # RB601-RB607: not an ONNX Runtime model, or one whose graph fits its config
 
 
-def quiet_flags(model: ModelEntry) -> QuietFlags:
+def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
     """The model's flags (the summaries they come from are kept on the entry for the rules that run)."""
     groups = group_summary(model)
     return QuietFlags(
@@ -37,6 +40,8 @@ def quiet_flags(model: ModelEntry) -> QuietFlags:
         not groups.odd,
         model.problem is None and model.plain_listing and model.name.isascii(),
         _plain_model(model),
+        # the ONNX findings are computed once per model for all seven rules (only for ONNX Runtime models)
+        resolve_backend(model).backend != "onnxruntime" or not check_onnx_model(model, ctx),
     )
 
 

@@ -26,7 +26,7 @@ def _findings(code: str, model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
     ]
 
 
-@rule("RB601", "onnx-model-unreadable")
+@rule("RB601", "onnx-model-unreadable", quiet="onnx_clean")
 def check_onnx_unreadable(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """The ONNX file cannot be read as an ONNX model, or its external weights are missing.
 
@@ -42,7 +42,7 @@ def check_onnx_unreadable(model: ModelEntry, ctx: RuleContext) -> Iterable[Findi
     return _findings("RB601", model, ctx)
 
 
-@rule("RB602", "onnx-input-count", field="input")
+@rule("RB602", "onnx-input-count", field="input", quiet="onnx_clean")
 def check_onnx_input_count(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """The config declares a different number of inputs than the graph requires.
 
@@ -56,7 +56,7 @@ def check_onnx_input_count(model: ModelEntry, ctx: RuleContext) -> Iterable[Find
     return _findings("RB602", model, ctx)
 
 
-@rule("RB603", "onnx-tensor-unknown", field="input")
+@rule("RB603", "onnx-tensor-unknown", field="input", quiet="onnx_clean")
 def check_onnx_tensor_unknown(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A config input or output has a name the ONNX graph does not have.
 
@@ -67,7 +67,7 @@ def check_onnx_tensor_unknown(model: ModelEntry, ctx: RuleContext) -> Iterable[F
     return _findings("RB603", model, ctx)
 
 
-@rule("RB604", "onnx-dtype-mismatch", field="data_type")
+@rule("RB604", "onnx-dtype-mismatch", field="data_type", quiet="onnx_clean")
 def check_onnx_dtype_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A config tensor's ``data_type`` differs from the graph's element type.
 
@@ -78,7 +78,7 @@ def check_onnx_dtype_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterable[F
     return _findings("RB604", model, ctx)
 
 
-@rule("RB605", "onnx-dims-mismatch", field="dims")
+@rule("RB605", "onnx-dims-mismatch", field="dims", quiet="onnx_clean")
 def check_onnx_dims_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A config tensor's ``dims`` (or ``reshape``) do not fit the graph's shape.
 
@@ -94,7 +94,7 @@ def check_onnx_dims_mismatch(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
     return _findings("RB605", model, ctx)
 
 
-@rule("RB606", "onnx-batching-unsupported", field="max_batch_size")
+@rule("RB606", "onnx-batching-unsupported", field="max_batch_size", quiet="onnx_clean")
 def check_onnx_batching_unsupported(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """The config asks for batching the graph cannot do.
 
@@ -109,7 +109,7 @@ def check_onnx_batching_unsupported(model: ModelEntry, ctx: RuleContext) -> Iter
     return _findings("RB606", model, ctx)
 
 
-@rule("RB607", "onnx-max-batch-size-autofilled", Severity.WARNING, field="max_batch_size")
+@rule("RB607", "onnx-max-batch-size-autofilled", Severity.WARNING, field="max_batch_size", quiet="onnx_clean")
 def check_onnx_max_batch_size_autofilled(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Auto-complete will set ``max_batch_size`` to 4 behind your back.
 
