@@ -81,7 +81,7 @@ def outcome(server: Any, name: str, items: list[bytes]) -> dict[str, np.ndarray]
 
 def together(server: Any, name: str, requests: list[list[bytes]]) -> list[dict[str, np.ndarray] | Exception]:
     """Send every request at once; assert the step served them in fewer executions than requests (batched)."""
-    before = served_counts(server.grpc_url, f"{name}_preprocess")
+    before = served_counts(server.grpc_url, f"{name}_preprocess", settle=0.5)
     with ThreadPoolExecutor(len(requests)) as pool:
         results = list(pool.map(lambda items: outcome(server, name, items), requests))
     after = served_counts(server.grpc_url, f"{name}_preprocess", at_least=before[0] + len(requests))

@@ -185,7 +185,7 @@ def outcome(server: Any, name: str, images: list[bytes]) -> dict[str, Any] | Exc
 
 def together(server: Any, requests: list[list[bytes]]) -> list[dict[str, Any] | Exception]:
     """Every request to TIGHT at once; asserts they were served in fewer executions than requests (batched)."""
-    before = served_counts(server.grpc_url, TIGHT)
+    before = served_counts(server.grpc_url, TIGHT, settle=0.5)
     with ThreadPoolExecutor(len(requests)) as pool:
         results = list(pool.map(lambda images: outcome(server, TIGHT, images), requests))
     after = served_counts(server.grpc_url, TIGHT, at_least=before[0] + len(requests))
