@@ -16,8 +16,14 @@ from repo_builder.onnx_io import OnnxReadError, OnnxSignature, read_onnx_signatu
 from repo_builder.validate.analysis.files import resolves_inside
 from repo_builder.validate.analysis.onnx_compare import OnnxProblem, compare_onnx
 from repo_builder.validate.analysis.resolve import resolve_backend
-from repo_builder.validate.analysis.versions import content_key, listed_file, version_folder, versions_to_load
-from repo_builder.validate.records import FileEntry, ModelEntry, RuleContext, Severity
+from repo_builder.validate.analysis.versions import (
+    content_key,
+    link_free,
+    listed_file,
+    version_folder,
+    versions_to_load,
+)
+from repo_builder.validate.records import ModelEntry, RuleContext, Severity
 
 
 class OnnxChecked(NamedTuple):
@@ -160,22 +166,12 @@ def _version_graph(model: ModelEntry, number: int, filename: str) -> VersionGrap
     # A version folder is the model folder's subfolder ``v.name`` and a listed name is one component, so
     # this is str(v.path / filename), without the Path and the first str() of v.path (2 us: uncached).
     text = str(model.path) + os.sep + v.name + os.sep + filename
-    if not _plain(model, v.name, entry) and not resolves_inside(Path(text), model.path):
+    if not link_free(model, v.name, entry) and not resolves_inside(Path(text), model.path):
         problem = OnnxProblem("RB601", f"{filename} leaves the model folder; not read", "copy the file into the model folder")
         return VersionGraph(text, problem)
     key = (text, size, mtime)
     hit = _SIGNATURES.get(key)
     return VersionGraph(text, hit if hit is not None else _read(Path(text), model, filename, key))
-
-
-def _plain(model: ModelEntry, folder: str, entry: FileEntry) -> bool:
-    """``listed_file``'s ``plain``: neither the version folder nor the file in it is a symlink."""
-    if entry.link:
-        return False
-    for f in model.files:
-        if f.name == folder:
-            return not f.link
-    return False
 
 
 def _general_graph(model: ModelEntry, number: int, filename: str) -> VersionGraph | None:

@@ -14,7 +14,7 @@ from repo_builder.validate.analysis.files import UnsafeFile, read_bounded
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.python_imports import PythonImports, python_imports
 from repo_builder.validate.analysis.resolve import judged, resolve_backend
-from repo_builder.validate.analysis.versions import content_key, entry_key, version_folder, versions_to_load
+from repo_builder.validate.analysis.versions import entry_key, version_folder, versions_to_load
 from repo_builder.validate.records import FileEntry, ModelEntry, RuleContext, VersionDir
 
 T = TypeVar("T")
@@ -63,37 +63,30 @@ _DERIVED: dict[tuple[Hashable, tuple[str, int, int]], Any] = {}
 _MAX_DERIVED = 4096
 
 
-def step_source_fact(
-    path: Path, model: ModelEntry, ctx: RuleContext, what: Hashable, derive: Callable[[bytes], T], entry: FileEntry | None = None
+def listed_step_source_fact(
+    folder: VersionDir, name: str, entry: FileEntry, model: ModelEntry, ctx: RuleContext, what: Hashable, derive: Callable[[bytes], T]
 ) -> T:
-    """``derive(source)`` of the step source at ``path`` (read with ``read_step_source``, which raises
-    ``UnsafeFile``), kept while the file is unchanged. ``entry``: the version folder listing's entry for
-    ``path`` when the caller has it (then the path is not looked up again)."""
-    key = content_key(model, path) if entry is None else entry_key(str(path), entry)
+    """``derive(source)`` of the step source ``name`` that the scan listed in ``folder`` (``entry``; read with
+    ``read_step_source``, which raises ``UnsafeFile``), kept while the file is unchanged; its path is joined
+    only when the file must be read. A listed name is one plain name (no ``/``, never ``.``), so the
+    text below is ``str(folder.path / name)`` without the pathlib join, the kept value's key unchanged."""
+    return _kept(entry_key(f"{folder.path}/{name}", entry), lambda: folder.path / name, model, ctx, what, derive)
+
+
+def _kept(
+    key: tuple[str, int, int] | None, path: Callable[[], Path], model: ModelEntry, ctx: RuleContext, what: Hashable,
+    derive: Callable[[bytes], T],
+) -> T:
     if key is not None:
         hit = _DERIVED.get((what, key))
         if hit is not None:
             return cast(T, hit)
-    value = derive(read_step_source(path, model, ctx))
+    value = derive(read_step_source(path(), model, ctx))
     if key is not None:
         if len(_DERIVED) >= _MAX_DERIVED:
             _DERIVED.clear()
         _DERIVED[(what, key)] = value
     return value
-
-
-def listed_step_source_fact(
-    folder: VersionDir, name: str, entry: FileEntry, model: ModelEntry, ctx: RuleContext, what: Hashable, derive: Callable[[bytes], T]
-) -> T:
-    """``step_source_fact`` of the file ``name`` that the scan listed in ``folder`` (``entry``): its path is
-    joined only when the file must be read. A listed name is one plain name (no ``/``, never ``.``), so the
-    text below is ``str(folder.path / name)`` without the pathlib join, the kept value's key unchanged."""
-    key = entry_key(f"{folder.path}/{name}", entry)
-    if key is not None:
-        hit = _DERIVED.get((what, key))
-        if hit is not None:
-            return cast(T, hit)
-    return step_source_fact(folder.path / name, model, ctx, what, derive, entry)
 
 
 def _read(model: ModelEntry, ctx: RuleContext) -> tuple[StepVersion, ...]:
@@ -106,9 +99,7 @@ def _read(model: ModelEntry, ctx: RuleContext) -> tuple[StepVersion, ...]:
         if v is None or entry is None or entry.is_dir or entry.escapes or entry.size is None or entry.size > MAX_PYTHON_BYTES:
             continue  # RB405 / RB407 / RB103 report these
         try:
-            imports = step_source_fact(
-                v.path / name, model, ctx, (python_imports, name), lambda s: python_imports(s, name), entry
-            )
+            imports = listed_step_source_fact(v, name, entry, model, ctx, (python_imports, name), lambda s: python_imports(s, name))
         except UnsafeFile:
             continue  # RB407 reports it
         steps.append(StepVersion(number, v, v.path / name, imports))

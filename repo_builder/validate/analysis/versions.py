@@ -54,8 +54,17 @@ def listed_file(model: ModelEntry, path: Path) -> Listed | None:
     entry = v.entry(name) if v is not None else None
     if entry is None or entry.is_dir:
         return None
-    folder_entry = next((f for f in model.files if f.name == folder), None)
-    return Listed(text, entry, folder_entry is not None and not folder_entry.link and not entry.link)
+    return Listed(text, entry, link_free(model, folder, entry))
+
+
+def link_free(model: ModelEntry, folder: str, entry: FileEntry) -> bool:
+    """``Listed.plain`` of ``entry`` in version folder ``folder``: neither the folder nor the file is a link."""
+    if entry.link:
+        return False
+    for f in model.files:
+        if f.name == folder:
+            return not f.link
+    return False
 
 
 def content_key(model: ModelEntry, path: Path, listed: Listed | None = None) -> tuple[str, int, int] | None:
