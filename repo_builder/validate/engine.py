@@ -97,7 +97,7 @@ def judging_order(repository: Repository) -> list[ModelEntry]:
 def _summary(model: ModelEntry, refused: dict[str, bool]) -> ModelSummary:
     # The platform as Triton resolves it (from the files too), so a config-less model is not shown as "-".
     platform = None if model.problem is not None else resolve_backend(model).shown
-    return ModelSummary(name=model.name, ok=not refused[model.name], versions=model.version_numbers, platform=platform)
+    return ModelSummary(model.name, not refused[model.name], model.version_numbers, platform)
 
 
 def _with_deploy_target(ctx: RuleContext) -> RuleContext:

@@ -197,6 +197,8 @@ class ModelEntry:
         d["config_text"], d["config_problem"], d["config_line"], d["config_column"] = config_text, config_problem, config_line, config_column
         d["versions"], d["files"], d["problem"], d["plain_listing"] = versions, files, problem, plain_listing
         d["facts"] = {}  # made here, where it is cheapest: every model's rules keep facts
+        # and asked of every model (the versions Triton loads): kept here at once, without the descriptor's call
+        d["version_numbers"] = tuple(sorted([v.number for v in versions if v.number is not None]))
 
     @kept
     def facts(self) -> dict[Hashable, Any]:

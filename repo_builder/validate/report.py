@@ -52,13 +52,19 @@ class LiveResult:
         return f"{self.status_text}{via}{answered}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ModelSummary:
     name: str
     ok: bool
     versions: tuple[int, ...]
     platform: str | None
     live: LiveResult | None = None
+
+    # One per model of every run: written directly, as the scan's records are (a frozen dataclass's own
+    # __init__ sets each field through object.__setattr__); tests/validate/test_records.py checks every field.
+    def __init__(self, name: str, ok: bool, versions: tuple[int, ...], platform: str | None, live: LiveResult | None = None) -> None:
+        d = self.__dict__
+        d["name"], d["ok"], d["versions"], d["platform"], d["live"] = name, ok, versions, platform, live
 
 
 @dataclass(frozen=True)

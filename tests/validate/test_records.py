@@ -1,4 +1,4 @@
-"""The scan's records write their fields themselves (a faster ``__init__`` than the frozen dataclass's own):
+"""The scan's records (and the report's model summaries) write their fields themselves (a faster ``__init__`` than the frozen dataclass's own):
 each must set every field, from positional and keyword arguments alike, and stay frozen."""
 
 from __future__ import annotations
@@ -10,13 +10,16 @@ from typing import Any
 import pytest
 
 from repo_builder.validate.records import FileEntry, ModelEntry, VersionDir
+from repo_builder.validate.report import ModelSummary
 
 
-@pytest.mark.parametrize("cls", [FileEntry, VersionDir, ModelEntry])
+@pytest.mark.parametrize("cls", [FileEntry, VersionDir, ModelEntry, ModelSummary])
 def test_init_sets_every_field_and_keeps_defaults(cls: type) -> None:
     fields = dataclasses.fields(cls)
     # A distinct object per field: a field the __init__ forgot, or wrote under another's name, shows.
     values: dict[str, Any] = {f.name: object() for f in fields}
+    if cls is ModelEntry:  # its __init__ reads the version folders' numbers (a tuple of its own, no defaults)
+        values["versions"] = (VersionDir("2", Path("m/2"), 2), VersionDir("x", Path("m/x"), None), VersionDir("1", Path("m/1"), 1))
     by_keyword = cls(**values)
     by_position = cls(*values.values())
     for f in fields:
@@ -28,11 +31,14 @@ def test_init_sets_every_field_and_keeps_defaults(cls: type) -> None:
         if f.default is not dataclasses.MISSING:
             assert getattr(defaults, f.name) == f.default, f.name
     assert by_keyword == cls(**values) and hash(FileEntry("a", False)) == hash(FileEntry("a", False))
+    if cls is ModelEntry:
+        assert by_keyword.version_numbers == by_position.version_numbers == (1, 2)
 
 
 def test_records_stay_frozen() -> None:
     entry = ModelEntry(name="m", path=Path("m"), config_path=Path("m/config.pbtxt"), config=None)
-    for record, field in ((FileEntry("a", False), "size"), (VersionDir("1", Path("m/1"), 1), "files"), (entry, "config")):
+    summary = ModelSummary("m", True, (1,), "python")
+    for record, field in ((FileEntry("a", False), "size"), (VersionDir("1", Path("m/1"), 1), "files"), (entry, "config"), (summary, "ok")):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(record, field, None)
     assert entry.facts == {} and entry.version_numbers == ()  # the kept facts still live in the instance

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.validate_repo_helpers import onnx_bytes, onnx_config
 from tritonclient.grpc import model_config_pb2
 
+from repo_builder.deploy_target import resolve_target
 from repo_builder.validate.analysis.quiet import QuietFlags, quiet_flags
 from repo_builder.validate.conformance import case_runs, find_suite, load_cases, materialize_case
 from repo_builder.validate.engine import (
@@ -69,9 +72,9 @@ def _closed_gates_hide_nothing(root: Path, options: ValidateOptions) -> tuple[in
     return opened, closed
 
 
-def _differential(root: Path) -> tuple[int, int]:
+def _differential(root: Path, options_list: tuple[ValidateOptions, ...] = OPTIONS) -> tuple[int, int]:
     opened = closed = 0
-    for options in OPTIONS:
+    for options in options_list:
         gated = check_repository(scan_repository(root), options).diagnostics
         assert gated == check_repository(scan_repository(root), options, UNGATED).diagnostics
         o, c = _closed_gates_hide_nothing(root, options)
@@ -148,6 +151,54 @@ def test_report_is_the_same_as_calling_every_rule_on_the_benchmark_repository(tm
     _bench_module().generate(root, 50)
     opened, closed = _differential(root)
     assert opened > 0 and closed > 0  # the benchmark's models leave most sections unset
+
+
+ENSEMBLE_IO = 'input [{ name: "IN" data_type: TYPE_FP32 dims: [ 1 ] }] output [{ name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }]'
+MEMBER_IO = 'input [{ name: "I" data_type: TYPE_FP32 dims: [ 1 ] }] output [{ name: "O" data_type: TYPE_FP32 dims: [ 1 ] }]'
+FLAG_CONFIGS = {
+    # each lowers one of the platform, version, manifest, Python environment, devices or ensemble flags
+    "undetermined": "max_batch_size: 0",  # no backend, no model file: RB401
+    "unknown_platform": 'platform: "onnx"',  # RB402
+    "mismatch": 'platform: "tensorrt_plan" backend: "onnxruntime"',  # RB403
+    "custom": 'backend: "custom_thing"',  # RB404
+    "no_version": 'backend: "python" version_policy { specific { versions: [ 7 ] } }',  # RB110
+    "two_versions": 'backend: "python"',  # 1/ and 2/, the default policy loads 2/ only (RB111 looks)
+    "gpus": 'backend: "python" instance_group [{ kind: KIND_GPU gpus: [ 0 ] }]',  # RB306 (refused with --no-gpu)
+    "member": f'backend: "python" {MEMBER_IO}',
+    "ens_missing": f'platform: "ensemble" {ENSEMBLE_IO} ensemble_scheduling {{ step [{{ model_name: "nowhere" model_version: -1 '
+    'input_map { key: "I" value: "IN" } output_map { key: "O" value: "OUT" } }] }',  # RB504
+    "ens_mapping": f'platform: "ensemble" {ENSEMBLE_IO} ensemble_scheduling {{ step [{{ model_name: "member" model_version: -1 '
+    'input_map { key: "NOPE" value: "IN" } output_map { key: "O" value: "OUT" } }] }',  # RB509
+}
+# A Python step importing what no stock image has (RB421 with an image to judge it in).
+STEP = PY + b"import not_in_any_image\n"
+
+
+def test_report_is_the_same_as_calling_every_rule_where_each_new_flag_is_down(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    for name, config in FLAG_CONFIGS.items():
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "config.pbtxt").write_text(f'name: "{name}" {config}\n')
+        if name not in ("undetermined", "unknown_platform", "mismatch", "custom") and not name.startswith("ens_"):
+            (root / name / "1" / "model.py").write_bytes(STEP)
+    (root / "two_versions" / "2").mkdir()
+    (root / "two_versions" / "2" / "model.py").write_bytes(STEP)
+    # an ONNX model whose version 1, not loaded today, no longer fits the shared config (RB111)
+    (root / "onnx_versions").mkdir()
+    (root / "onnx_versions" / "config.pbtxt").write_text(
+        onnx_config("onnx_versions", 0, [("x", "TYPE_FP32", [4])], [("y", "TYPE_FP32", [10])])
+    )
+    for version, classes in ((1, 5), (2, 10)):
+        (root / "onnx_versions" / str(version)).mkdir()
+        (root / "onnx_versions" / str(version) / "model.onnx").write_bytes(onnx_bytes([("x", 1, [4])], [("y", 1, [classes])]))
+    # a build manifest recording a file that has changed since (RB002)
+    recorded = {"versions": {"1": {"files": {"model.py": "0" * 64}}}}
+    (root / "repo-builder.json").write_text(json.dumps({"models": {"two_versions": recorded}}))
+    options = (*OPTIONS, ValidateOptions(deploy=resolve_target("24.12")))
+    opened, closed = _differential(root, options)
+    assert opened > 0 and closed > 0
+    codes = {d.code for options in options for d in check_repository(scan_repository(root), options).diagnostics}
+    assert {"RB002", "RB110", "RB111", "RB306", "RB401", "RB402", "RB403", "RB404", "RB421", "RB504", "RB509"} <= codes
 
 
 @pytest.mark.skipif(SUITE is None, reason="shared/conformance/triton-qa not found (set REPO_BUILDER_CONFORMANCE)")

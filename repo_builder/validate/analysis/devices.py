@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from repo_builder.validate.analysis.backends import Device, backend_info
 from repo_builder.validate.analysis.memo import model_fact
-from repo_builder.validate.records import ModelEntry
+from repo_builder.validate.analysis.resolve import resolve_backend
+from repo_builder.validate.records import ModelEntry, RuleContext
 
 if TYPE_CHECKING:
     from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup
 
 KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL = 0, 1, 2, 3  # ModelInstanceGroup.Kind values
+KIND_DEVICE = {KIND_CPU: Device.CPU, KIND_GPU: Device.GPU, KIND_MODEL: Device.MODEL}
 
 
 def gpu_exists(gid: int, gpu_present: bool, gpu_count: int | None) -> bool | None:
@@ -55,3 +58,31 @@ def _summarize_groups(model: ModelEntry) -> GroupSummary:
         profile = profile or bool(group.profile)
         odd = odd or group.count < 0 or bool(group.secondary_devices)
     return GroupSummary(tuple(kinds), gpus, profile, odd)
+
+
+def devices_fit(model: ModelEntry, ctx: RuleContext) -> bool:
+    """The devices rule (RB306) has nothing to find in the model's config: an ensemble (it has no instance
+    groups), or on a target with GPUs, groups that list no gpus and whose kinds the backend accepts (KIND_AUTO
+    is KIND_GPU there). False without a config: its default group is judged. The rule and the engine's quiet
+    flag both ask this."""
+    cfg = model.config
+    if cfg is None:
+        return False
+    if cfg.platform == "ensemble" or cfg.HasField("ensemble_scheduling"):
+        return True
+    if not ctx.options.gpu_present:
+        return False
+    groups = group_summary(model)
+    return not groups.gpus and _kinds_accepted(model, groups.kinds)
+
+
+def _kinds_accepted(model: ModelEntry, kinds: tuple[int, ...]) -> bool:
+    resolved = resolve_backend(model)
+    info = backend_info(resolved.backend, resolved.platform)
+    if info is None:
+        return True
+    for kind in kinds:
+        device = KIND_DEVICE.get(KIND_GPU if kind == KIND_AUTO else kind)
+        if device is not None and device not in info.devices:
+            return False
+    return True

@@ -9,10 +9,22 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from repo_builder.validate.analysis.devices import group_summary
+from repo_builder.validate.analysis.devices import devices_fit, group_summary
+from repo_builder.validate.analysis.ensemble_graph import members_ok
+from repo_builder.validate.analysis.ensemble_tensors import analyze_tensors
+from repo_builder.validate.analysis.manifest import manifest
 from repo_builder.validate.analysis.onnx_model import check_onnx_model
-from repo_builder.validate.analysis.resolve import resolve_backend
+from repo_builder.validate.analysis.python_step import is_python_step
+from repo_builder.validate.analysis.resolve import (
+    BACKEND_TYPE,
+    ENSEMBLE,
+    PLATFORM_TYPE,
+    STANDARD_BACKENDS,
+    judged,
+    resolve_backend,
+)
 from repo_builder.validate.analysis.shapes import io_summary
+from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.records import ModelEntry, RuleContext
 
 
@@ -29,11 +41,24 @@ class QuietFlags(NamedTuple):
     # names the folder (or nothing) and batches >= 0, and whose every subfolder is a version named canonically
     plain_model: bool
     onnx_clean: bool  # RB601-RB607: not an ONNX Runtime model, or one whose graph fits its config
+    devices_fit: bool  # RB306: an ensemble, or groups the backend accepts on a target with GPUs (devices_fit)
+    # RB401-RB404: not judged, or a backend resolved without a problem (or an ensemble's none), standard,
+    # and of the platform's runtime
+    platform_clean: bool
+    versions_loaded: bool  # RB110: the version policy loads some version folder
+    no_manifest: bool  # RB002: the repository has no readable repo-builder.json
+    versions_settled: bool  # RB111: no manifest, and every version folder is one the policy loads
+    python_env_unjudged: bool  # RB421, RB422: no image to judge Python steps in, or no Python step
+    # RB501-RB511: an ensemble whose own config and members pass, and whose tensors fit its members
+    ensemble_clean: bool
 
 
 def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
     """The model's flags (the summaries they come from are kept on the entry for the rules that run)."""
     groups = group_summary(model)
+    resolved = resolve_backend(model)
+    loaded = versions_to_load(model)
+    no_manifest = not isinstance(manifest(ctx), dict)
     return QuietFlags(
         *io_summary(model),
         not groups.profile,
@@ -41,8 +66,33 @@ def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
         model.problem is None and model.plain_listing and model.name.isascii(),
         _plain_model(model),
         # the ONNX findings are computed once per model for all seven rules (only for ONNX Runtime models)
-        resolve_backend(model).backend != "onnxruntime" or not check_onnx_model(model, ctx),
+        resolved.backend != "onnxruntime" or not check_onnx_model(model, ctx),
+        devices_fit(model, ctx),
+        _platform_clean(model, ctx),
+        bool(loaded),
+        no_manifest,
+        no_manifest and model.version_numbers == loaded,
+        ctx.options.deploy is None or not is_python_step(model, ctx),
+        # the ensemble's stages are computed once for all eleven rules (members are judged before it)
+        model.is_ensemble and members_ok(model, ctx) and not analyze_tensors(model, ctx),
     )
+
+
+def _platform_clean(model: ModelEntry, ctx: RuleContext) -> bool:
+    if not judged(model, ctx):
+        return True  # none of RB401-RB404 judges it
+    resolved = resolve_backend(model)
+    if resolved.problem is not None:
+        return False  # RB401: undetermined
+    backend, platform = resolved.backend, resolved.platform
+    if not backend:
+        return platform == ENSEMBLE  # RB402: a platform from which no backend follows
+    if platform == ENSEMBLE:
+        return False  # RB403: an ensemble naming a backend
+    runtime = BACKEND_TYPE.get(backend)
+    if runtime is not None and runtime != PLATFORM_TYPE.get(platform):
+        return False  # RB403: platform and backend name different runtimes
+    return backend in STANDARD_BACKENDS  # RB404
 
 
 def _plain_model(model: ModelEntry) -> bool:

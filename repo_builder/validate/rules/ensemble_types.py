@@ -18,7 +18,7 @@ def _stage(model: ModelEntry, ctx: RuleContext, stage: str) -> Iterator[Finding]
             yield item.finding
 
 
-@rule("RB508", "ensemble-max-batch-size", ensemble_only=True, field="max_batch_size")
+@rule("RB508", "ensemble-max-batch-size", ensemble_only=True, field="max_batch_size", quiet="ensemble_clean")
 def check_max_batch_size(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """An ensemble batches no more than any batching member allows.
 
@@ -31,7 +31,7 @@ def check_max_batch_size(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
     yield from _stage(model, ctx, "batch")
 
 
-@rule("RB509", "ensemble-tensor-mapping", ensemble_only=True, field="input_map")
+@rule("RB509", "ensemble-tensor-mapping", ensemble_only=True, field="input_map", quiet="ensemble_clean")
 def check_tensor_mapping(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Each step's `input_map` keys are inputs of the member, its `output_map` keys outputs of the member,
     and every required member input is fed.
@@ -51,7 +51,7 @@ def check_tensor_mapping(model: ModelEntry, ctx: RuleContext) -> Iterable[Findin
     yield from _stage(model, ctx, "mapping")
 
 
-@rule("RB510", "ensemble-tensor-consistency", ensemble_only=True, field="ensemble_scheduling")
+@rule("RB510", "ensemble-tensor-consistency", ensemble_only=True, field="ensemble_scheduling", quiet="ensemble_clean")
 def check_tensor_consistency(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A tensor passed between steps has one data type and one shape everywhere it appears.
 
@@ -67,7 +67,7 @@ def check_tensor_consistency(model: ModelEntry, ctx: RuleContext) -> Iterable[Fi
     yield from _stage(model, ctx, "consistency")
 
 
-@rule("RB511", "ensemble-decoupled-branches", ensemble_only=True, field="ensemble_scheduling")
+@rule("RB511", "ensemble-decoupled-branches", ensemble_only=True, field="ensemble_scheduling", quiet="ensemble_clean")
 def check_decoupled_branches(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A step may not combine tensors that descend from different decoupled members.
 

@@ -30,7 +30,7 @@ from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, rule
 
 
-@rule("RB501", "ensemble-scheduling-platform", field="ensemble_scheduling", sections=("ensemble_scheduling",))
+@rule("RB501", "ensemble-scheduling-platform", field="ensemble_scheduling", sections=("ensemble_scheduling",), quiet="ensemble_clean")
 def check_scheduling_platform(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Only a model with `platform: "ensemble"` may have `ensemble_scheduling`.
 
@@ -47,7 +47,7 @@ def check_scheduling_platform(model: ModelEntry, ctx: RuleContext) -> Iterable[F
         )
 
 
-@rule("RB502", "ensemble-config", ensemble_only=True, field="ensemble_scheduling")
+@rule("RB502", "ensemble-config", ensemble_only=True, field="ensemble_scheduling", quiet="ensemble_clean")
 def check_ensemble_config(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """An ensemble has `ensemble_scheduling` with steps, and no per-instance settings.
 
@@ -62,7 +62,7 @@ def check_ensemble_config(model: ModelEntry, ctx: RuleContext) -> Iterable[Findi
     yield from scheduling_findings(model)
 
 
-@rule("RB503", "ensemble-data-flow", ensemble_only=True, field="ensemble_scheduling")
+@rule("RB503", "ensemble-data-flow", ensemble_only=True, field="ensemble_scheduling", quiet="ensemble_clean")
 def check_data_flow(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Every ensemble input feeds a step, every output is written, and every tensor flows somewhere.
 
@@ -79,7 +79,7 @@ def check_data_flow(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     yield from data_flow_findings(model)
 
 
-@rule("RB504", "ensemble-members-exist", ensemble_only=True, field="model_name")
+@rule("RB504", "ensemble-members-exist", ensemble_only=True, field="model_name", quiet="ensemble_clean")
 def check_members_exist(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Every step's `model_name` is a model folder of the repository.
 
@@ -102,7 +102,7 @@ def check_members_exist(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding
         )
 
 
-@rule("RB505", "ensemble-cycles", ensemble_only=True, field="model_name")
+@rule("RB505", "ensemble-cycles", ensemble_only=True, field="model_name", quiet="ensemble_clean")
 def check_cycles(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Ensembles may contain ensembles, but never themselves, directly or through others.
 
@@ -119,7 +119,7 @@ def check_cycles(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
         yield found
 
 
-@rule("RB506", "ensemble-member-versions", ensemble_only=True, field="model_version")
+@rule("RB506", "ensemble-member-versions", ensemble_only=True, field="model_version", quiet="ensemble_clean")
 def check_member_versions(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A step's `model_version` is -1 (latest loaded) or a version Triton loads for that member.
 
@@ -136,7 +136,7 @@ def check_member_versions(model: ModelEntry, ctx: RuleContext) -> Iterable[Findi
     yield from version_problems(model, ctx)
 
 
-@rule("RB507", "ensemble-member-refused", ensemble_only=True, field="model_name")
+@rule("RB507", "ensemble-member-refused", ensemble_only=True, field="model_name", quiet="ensemble_clean")
 def check_member_refused(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """An ensemble whose member Triton refuses is refused too.
 

@@ -13,8 +13,10 @@ from repo_builder.validate.analysis.backends import Device, backend_info
 from repo_builder.validate.analysis.devices import (
     KIND_AUTO,
     KIND_CPU,
+    KIND_DEVICE,
     KIND_GPU,
     KIND_MODEL,
+    devices_fit,
     gpu_exists,
     group_summary,
     resolved_kind,
@@ -39,7 +41,6 @@ MIN_COMPUTE_CAPABILITY = "6.000000"
 # How a backend names itself when it refuses an instance kind (openvino_backend src/openvino.cc,
 # tensorrt_backend src/instance_state.cc).
 _REFUSAL = {"openvino": "Triton openVINO backend", "tensorrt": "TensorRT backend"}
-_KIND_DEVICE = {KIND_CPU: Device.CPU, KIND_GPU: Device.GPU, KIND_MODEL: Device.MODEL}
 _KIND_LABEL = {KIND_CPU: "KIND_CPU", KIND_GPU: "KIND_GPU", KIND_MODEL: "KIND_MODEL"}
 _DEVICE_LABEL = {Device.CPU: "CPU", Device.GPU: "GPU", Device.MODEL: "MODEL"}
 
@@ -49,7 +50,7 @@ def _group_name(cfg: ModelConfig, index: int, name: str) -> str:
     return group.name or f"{name}_{index}"
 
 
-@rule("RB306", "instance-group-devices", field="instance_group")
+@rule("RB306", "instance-group-devices", field="instance_group", quiet="devices_fit")
 def check_instance_group_devices(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """Instance groups ask only for devices that exist on the deploy target and fit their kind.
 
@@ -77,11 +78,8 @@ def check_instance_group_devices(model: ModelEntry, ctx: RuleContext) -> Iterabl
         if judged(model, ctx):  # no config.pbtxt: auto-complete gives the default KIND_AUTO group
             yield from _gpu_only_on_cpu_target(model, gpu_present)
         return
-    if cfg.platform == "ensemble" or cfg.HasField("ensemble_scheduling"):
+    if devices_fit(model, ctx):  # the common case (and an ensemble): nothing below can find anything
         return
-    groups = group_summary(model)
-    if gpu_present and not groups.gpus and _kinds_accepted(model, groups.kinds):
-        return  # the common case: nothing below can find anything
     name = config_name(model)
     yield from _gpu_only_on_cpu_target(model, gpu_present)
     yield from _kind_refused_by_backend(model, gpu_present, ctx.options.gpu_count)
@@ -90,20 +88,6 @@ def check_instance_group_devices(model: ModelEntry, ctx: RuleContext) -> Iterabl
         kind = resolved_kind(group, gpu_present, ctx.options.gpu_count)
         for found, child in _group_problems(prefix, group, kind, ctx.options, model):
             yield placed(found, model.config_text, "instance_group", index, child)
-
-
-def _kinds_accepted(model: ModelEntry, kinds: tuple[int, ...]) -> bool:
-    """Whether the backend accepts every group's kind on a target with GPUs, when no group lists gpus
-    (KIND_AUTO is KIND_GPU there): then the devices rule finds nothing."""
-    resolved = resolve_backend(model)
-    info = backend_info(resolved.backend, resolved.platform)
-    if info is None:
-        return True
-    for kind in kinds:
-        device = _KIND_DEVICE.get(KIND_GPU if kind == KIND_AUTO else kind)
-        if device is not None and device not in info.devices:
-            return False
-    return True
 
 
 def _gpu_only_on_cpu_target(model: ModelEntry, gpu_present: bool) -> Iterator[Finding]:
@@ -136,7 +120,7 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool, gpu_count: in
     name = config_name(model)
     for index, group in enumerate(model.config.instance_group):
         kind = resolved_kind(group, gpu_present, gpu_count)
-        if kind not in _KIND_DEVICE or _KIND_DEVICE[kind] in info.devices:
+        if kind not in KIND_DEVICE or KIND_DEVICE[kind] in info.devices:
             continue
         if kind == KIND_CPU and (group.kind == KIND_AUTO or resolved.backend == "tensorrt"):
             continue  # reported by _gpu_only_on_cpu_target, and by RB708 for an explicit TensorRT KIND_CPU
@@ -146,7 +130,7 @@ def _kind_refused_by_backend(model: ModelEntry, gpu_present: bool, gpu_count: in
             f"instance group {_group_name(model.config, index, name)} of model {name} is {_KIND_LABEL[kind]}{became}: "
             f"unable to load model '{name}', {_REFUSAL.get(resolved.backend, resolved.backend + ' backend')} "
             f"supports only {only} device",
-            hint=f"use kind: {' or '.join(_KIND_LABEL[k] for k, d in _KIND_DEVICE.items() if d in info.devices)}"
+            hint=f"use kind: {' or '.join(_KIND_LABEL[k] for k, d in KIND_DEVICE.items() if d in info.devices)}"
             + (" (or leave instance_group out)" if info.cpu_only else ""),
         )
         yield placed(found, model.config_text, "instance_group", index, "kind")

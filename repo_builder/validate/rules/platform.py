@@ -19,7 +19,7 @@ from repo_builder.validate.analysis.versions import misplaced_config_hint
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
 
-@rule("RB401", "backend-undetermined")
+@rule("RB401", "backend-undetermined", quiet="platform_clean")
 def check_backend_undetermined(model: ModelEntry, ctx: RuleContext) -> tuple[Finding, ...]:
     """Neither the config nor the files tell Triton which backend runs the model.
 
@@ -57,7 +57,7 @@ def check_backend_undetermined(model: ModelEntry, ctx: RuleContext) -> tuple[Fin
     return (Finding(resolved.problem, hint=hint),)
 
 
-@rule("RB402", "platform-unknown", field="platform")
+@rule("RB402", "platform-unknown", field="platform", quiet="platform_clean")
 def check_platform_unknown(model: ModelEntry, ctx: RuleContext) -> tuple[Finding, ...]:
     """The config names a platform (or model file name) from which no backend follows.
 
@@ -82,7 +82,7 @@ def check_platform_unknown(model: ModelEntry, ctx: RuleContext) -> tuple[Finding
     return ()
 
 
-@rule("RB403", "platform-backend-mismatch", field="backend")
+@rule("RB403", "platform-backend-mismatch", field="backend", quiet="platform_clean")
 def check_platform_backend_mismatch(model: ModelEntry, ctx: RuleContext) -> tuple[Finding, ...]:
     """``platform`` and ``backend`` name different runtimes, or an ensemble names a backend.
 
@@ -117,7 +117,7 @@ def check_platform_backend_mismatch(model: ModelEntry, ctx: RuleContext) -> tupl
     return ()
 
 
-@rule("RB404", "backend-not-standard", Severity.WARNING, field="backend")
+@rule("RB404", "backend-not-standard", Severity.WARNING, field="backend", quiet="platform_clean")
 def check_backend_not_standard(model: ModelEntry, ctx: RuleContext) -> tuple[Finding, ...]:
     """The backend is not one shipped in NVIDIA's Triton containers.
 

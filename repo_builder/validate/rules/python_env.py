@@ -145,7 +145,7 @@ def _step_import_findings(model: ModelEntry, step: StepVersion, deploy: DeployTa
             )
 
 
-@rule("RB421", "python-import-missing")
+@rule("RB421", "python-import-missing", quiet="python_env_unjudged")
 def check_python_import_missing(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A Python step imports a module that neither the target image nor the model's folders provide.
 
@@ -236,7 +236,7 @@ def _folder_findings(model: ModelEntry, step: StepVersion, folder: PackageFolder
                       path=step.folder.path / folder.folder, version=step.number, severity=Severity.INFO)
 
 
-@rule("RB422", "python-package-incompatible")
+@rule("RB422", "python-package-incompatible", quiet="python_env_unjudged")
 def check_python_package_incompatible(model: ModelEntry, ctx: RuleContext) -> Iterator[Finding]:
     """A package shipped with a Python step was built for another Python, CPU or C library than the image's.
 

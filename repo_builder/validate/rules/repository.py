@@ -112,7 +112,7 @@ def _manifest_finding(model: ModelEntry, version: str, relative: str, why: str, 
     )
 
 
-@rule("RB002", "built-file-changed")
+@rule("RB002", "built-file-changed", quiet="no_manifest")
 def check_built_file_changed(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A file repo-builder built is missing or changed since the build (repositories with a
     ``repo-builder.json``): reported as "changed since build".

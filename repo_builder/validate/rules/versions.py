@@ -116,7 +116,7 @@ def check_specific_version_missing(model: ModelEntry, ctx: RuleContext) -> Itera
             )
 
 
-@rule("RB110", "no-version-available")
+@rule("RB110", "no-version-available", quiet="versions_loaded")
 def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> tuple[Finding, ...]:
     """No version folder is left to load under the model's version policy.
 
@@ -157,7 +157,7 @@ def check_no_version_available(model: ModelEntry, ctx: RuleContext) -> tuple[Fin
     )
 
 
-@rule("RB111", "versions-disagree", Severity.WARNING)
+@rule("RB111", "versions-disagree", Severity.WARNING, quiet="versions_settled")
 def check_versions_disagree(model: ModelEntry, ctx: RuleContext) -> Iterable[Finding]:
     """A version folder whose files disagree with the ``config.pbtxt`` that every version shares.
 
