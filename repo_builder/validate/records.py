@@ -191,6 +191,8 @@ class ModelEntry:
         files: tuple[FileEntry, ...] = (),
         problem: str | None = None,
         plain_listing: bool = False,
+        *,
+        path_text: str | None = None,
     ) -> None:
         d = self.__dict__
         d["name"], d["path"], d["config_path"], d["config"] = name, path, config_path, config
@@ -199,6 +201,8 @@ class ModelEntry:
         d["facts"] = {}  # made here, where it is cheapest: every model's rules keep facts
         # and asked of every model (the versions Triton loads): kept here at once, without the descriptor's call
         d["version_numbers"] = tuple(sorted([v.number for v in versions if v.number is not None]))
+        if path_text is not None:  # the scan knows str(path) without formatting the Path (see ``path_text``)
+            d["path_text"] = path_text
 
     @kept
     def facts(self) -> dict[Hashable, Any]:
@@ -206,6 +210,12 @@ class ModelEntry:
         computed once and kept here, keyed by the helper that computes it: dozens of rules ask for the
         same facts, and the entry is frozen, so they never go stale."""
         return {}
+
+    @kept
+    def path_text(self) -> str:
+        """``str(path)``: the ONNX and Python step rules join file paths to it. Formatting a Path costs about
+        1.5 us the first time; the scan passes the text it already has."""
+        return str(self.path)
 
     @property
     def has_config_file(self) -> bool:

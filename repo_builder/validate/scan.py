@@ -292,6 +292,15 @@ def _child(path: Path, name: str) -> Path:
     return _make_child(path, name) if _make_child is not None else path / name
 
 
+def child_text(parent: Path, name: str) -> str:
+    """``str(_child(parent, name))`` from the parent's text (kept by the Path once formatted), without
+    formatting the child."""
+    text = str(parent)
+    if text == ".":
+        return name
+    return text + name if text.endswith(os.sep) else text + os.sep + name
+
+
 def _versions(path: Path, root: Path, files: tuple[FileEntry, ...]) -> tuple[VersionDir, ...]:
     """The model folder's subfolders listed the path-based way (links judged by where they lead)."""
     versions: list[VersionDir] = []
@@ -491,6 +500,7 @@ def _finish(entry: _Folder, folder: Path, root: Path, config_path: Path, listed:
         versions=versions,
         files=files,
         plain_listing=plain,
+        path_text=child_text(root, name),
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from repo_builder.validate.records import FileEntry, ModelEntry, VersionDir
 from repo_builder.validate.report import ModelSummary
+from repo_builder.validate.scan import child_text, scan_repository
 
 
 @pytest.mark.parametrize("cls", [FileEntry, VersionDir, ModelEntry, ModelSummary])
@@ -42,3 +43,20 @@ def test_records_stay_frozen() -> None:
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(record, field, None)
     assert entry.facts == {} and entry.version_numbers == ()  # the kept facts still live in the instance
+
+
+@pytest.mark.parametrize("parent", [Path("/"), Path("."), Path("a/b"), Path("/x/y")])
+def test_child_text_is_the_child_paths_text(parent: Path) -> None:
+    assert child_text(parent, "m") == str(parent / "m")
+
+
+def test_scanned_models_carry_their_paths_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(f'name: "{name}" backend: "python"\n')
+    monkeypatch.chdir(tmp_path)
+    for location in (tmp_path, Path("."), "."):
+        models = scan_repository(location).models
+        assert [m.path_text for m in models] == [str(m.path) for m in models] and len(models) == 2
+    # built without the scan's text, the entry formats its path itself
+    assert ModelEntry(name="m", path=Path("r/m"), config_path=Path("r/m/config.pbtxt"), config=None).path_text == "r/m"

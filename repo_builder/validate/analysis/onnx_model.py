@@ -164,8 +164,8 @@ def _version_graph(model: ModelEntry, number: int, filename: str) -> VersionGrap
     # A file the scan listed and stat'ed directly in the version folder: what onnx_file, not_downloaded,
     # listed_file and content_key derive, from the entries at hand, in strings (a Path only to read).
     # A version folder is the model folder's subfolder ``v.name`` and a listed name is one component, so
-    # this is str(v.path / filename), without the Path and the first str() of v.path (2 us: uncached).
-    text = str(model.path) + os.sep + v.name + os.sep + filename
+    # this is str(v.path / filename), without the Path and the first str() of a Path (1.5 us: uncached).
+    text = model.path_text + os.sep + v.name + os.sep + filename
     if not link_free(model, v.name, entry) and not resolves_inside(Path(text), model.path):
         problem = OnnxProblem("RB601", f"{filename} leaves the model folder; not read", "copy the file into the model folder")
         return VersionGraph(text, problem)

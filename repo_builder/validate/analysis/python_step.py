@@ -68,9 +68,11 @@ def listed_step_source_fact(
 ) -> T:
     """``derive(source)`` of the step source ``name`` that the scan listed in ``folder`` (``entry``; read with
     ``read_step_source``, which raises ``UnsafeFile``), kept while the file is unchanged; its path is joined
-    only when the file must be read. A listed name is one plain name (no ``/``, never ``.``), so the
-    text below is ``str(folder.path / name)`` without the pathlib join, the kept value's key unchanged."""
-    return _kept(entry_key(f"{folder.path}/{name}", entry), lambda: folder.path / name, model, ctx, what, derive)
+    only when the file must be read. A listed name is one plain name (no ``/``, never ``.``) and a version
+    folder is the model folder's subfolder ``folder.name``, so the text below is ``str(folder.path / name)``
+    without the pathlib join or formatting a Path, the kept value's key unchanged."""
+    text = f"{model.path_text}/{folder.name}/{name}"
+    return _kept(entry_key(text, entry), lambda: folder.path / name, model, ctx, what, derive)
 
 
 def _kept(
