@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from repo_builder.validate.analysis.backends import Device, backend_info
 from repo_builder.validate.analysis.memo import model_fact
 from repo_builder.validate.analysis.resolve import resolve_backend
+from repo_builder.validate.analysis.shapes import written_anywhere
 from repo_builder.validate.records import ModelEntry, RuleContext
 
 if TYPE_CHECKING:
@@ -49,14 +50,25 @@ def group_summary(model: ModelEntry) -> GroupSummary:
     return model_fact(model, group_summary, _summarize_groups)
 
 
+# What the summary looks for besides kind and count (a config text that never writes one sets none of them:
+# shapes.written_anywhere).
+_RARE_GROUP_FIELDS = ("gpus", "profile", "secondary_devices")
+
+
 def _summarize_groups(model: ModelEntry) -> GroupSummary:
     kinds: list[int] = []
     gpus = profile = odd = False
-    for group in model.config.instance_group[:] if model.config is not None else ():
+    cfg = model.config
+    if cfg is None:
+        return GroupSummary((), gpus, profile, odd)
+    rare = written_anywhere(model.config_text, _RARE_GROUP_FIELDS)
+    for group in cfg.instance_group[:]:
         kinds.append(group.kind)
-        gpus = gpus or bool(group.gpus)
-        profile = profile or bool(group.profile)
-        odd = odd or group.count < 0 or bool(group.secondary_devices)
+        odd = odd or group.count < 0
+        if rare:
+            gpus = gpus or bool(group.gpus)
+            profile = profile or bool(group.profile)
+            odd = odd or bool(group.secondary_devices)
     return GroupSummary(tuple(kinds), gpus, profile, odd)
 
 

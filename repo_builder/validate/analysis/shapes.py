@@ -117,30 +117,49 @@ def _named_types(io: ModelInput | ModelOutput) -> frozenset[int]:
     return _NAMED_TYPES
 
 
+# The tensor fields the flags below look for besides name, data_type and dims. The text format names every
+# field it sets (Triton parses configs without field numbers, and ModelConfig has no extensions or Any), so a
+# config text that never writes one of these words sets none of them, and they need not be read: a config
+# that does (or a comment or name using the word) is read field by field.
+_RARE_TENSOR_FIELDS = ("reshape", "is_shape_tensor", "is_non_linear_format_io", "format", "label_filename")
+
+
+def written_anywhere(text: str | None, words: tuple[str, ...]) -> bool:
+    """Whether config ``text`` might set a field named in ``words`` (True without a text: read them all)."""
+    return text is None or any(word in text for word in words)
+
+
 def _summarize(model: ModelEntry) -> IoSummary:
     cfg = model.config
     complete = plain_shapes = plain_features = unique_names = no_labels = True
     if cfg is None:
         return IoSummary(complete, plain_shapes, plain_features, unique_names, no_labels)
+    rare = written_anywhere(model.config_text, _RARE_TENSOR_FIELDS)
+    named = _NAMED_TYPES
     # Slices: a list of a repeated field costs less than iterating the field itself.
     for inputs, tensors in ((True, cfg.input[:]), (False, cfg.output[:])):
         seen: set[str] = set()
         for io in tensors:
             name, data_type, dims = io.name, io.data_type, io.dims[:]
-            if not name or data_type == TYPE_INVALID or not dims or data_type not in _named_types(io):
+            if not name or data_type == TYPE_INVALID or not dims or data_type not in (named or _named_types(io)):
                 complete = False
-            if (dims and min(dims) < 1) or io.HasField("reshape"):
+            if dims and min(dims) < 1:
                 plain_shapes = False
-            if (
-                data_type == TYPE_STRING
-                or io.is_shape_tensor
-                or io.is_non_linear_format_io
-                or (inputs and io.format in (FORMAT_NHWC, FORMAT_NCHW))  # type: ignore[union-attr]
-            ):
+            if data_type == TYPE_STRING:
                 plain_features = False
             if name and name in seen:
                 unique_names = False
             seen.add(name)
+            if not rare:
+                continue
+            if io.HasField("reshape"):
+                plain_shapes = False
+            if (
+                io.is_shape_tensor
+                or io.is_non_linear_format_io
+                or (inputs and io.format in (FORMAT_NHWC, FORMAT_NCHW))  # type: ignore[union-attr]
+            ):
+                plain_features = False
             if not inputs and io.label_filename:  # type: ignore[union-attr]
                 no_labels = False
     return IoSummary(complete, plain_shapes, plain_features, unique_names, no_labels)
