@@ -8,6 +8,7 @@ from typing import cast
 
 from repo_builder.validate.analysis.bounded import bounded_text
 from repo_builder.validate.analysis.deploy import deploy_options
+from repo_builder.validate.analysis.ensemble_graph import member_names
 from repo_builder.validate.analysis.manifest import manifest
 from repo_builder.validate.analysis.positions import finding_position
 from repo_builder.validate.analysis.quiet import QuietFlags, quiet_flags
@@ -69,10 +70,13 @@ def _diagnostic(rule: Rule, f: Finding, model: ModelEntry | None, root: Path) ->
     )
 
 
+_by_name = operator.attrgetter("name")
+
+
 def judging_order(repository: Repository) -> list[ModelEntry]:
     """Members before the ensembles that use them (nested ensembles too), so ensemble rules can ask
     whether a member was refused. Cycles are left to the cycle rule: their models come last, by name."""
-    plain = sorted((m for m in repository.models if not m.is_ensemble), key=lambda m: m.name)
+    plain = sorted((m for m in repository.models if not m.is_ensemble), key=_by_name)
     pending = {m.name: m for m in repository.models if m.is_ensemble}
     done = {m.name for m in plain}
     ordered = list(plain)
@@ -80,11 +84,8 @@ def judging_order(repository: Repository) -> list[ModelEntry]:
         ready = sorted(
             name
             for name, m in pending.items()
-            # ensembles always have a config (is_ensemble reads its platform)
-            if all(
-                s.model_name in done or s.model_name not in pending
-                for s in (m.config.ensemble_scheduling.step if m.config is not None else ())
-            )
+            # the steps' members as the ensemble rules read them (kept on the entry: read from protobuf once)
+            if all(n in done or n not in pending for n in member_names(m))
         )
         if not ready:  # a cycle: judge what remains in name order
             ready = sorted(pending)

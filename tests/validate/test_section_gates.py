@@ -181,6 +181,10 @@ def test_report_is_the_same_as_calling_every_rule_where_each_new_flag_is_down(tm
         (root / name / "config.pbtxt").write_text(f'name: "{name}" {config}\n')
         if name not in ("undetermined", "unknown_platform", "mismatch", "custom") and not name.startswith("ens_"):
             (root / name / "1" / "model.py").write_bytes(STEP)
+    # a Python step defining no TritonPythonModel (RB407)
+    (root / "bad_step" / "1").mkdir(parents=True)
+    (root / "bad_step" / "config.pbtxt").write_text('name: "bad_step" backend: "python"\n')
+    (root / "bad_step" / "1" / "model.py").write_bytes(b"x = 1\n")
     (root / "two_versions" / "2").mkdir()
     (root / "two_versions" / "2" / "model.py").write_bytes(STEP)
     # an ONNX model whose version 1, not loaded today, no longer fits the shared config (RB111)
@@ -198,7 +202,7 @@ def test_report_is_the_same_as_calling_every_rule_where_each_new_flag_is_down(tm
     opened, closed = _differential(root, options)
     assert opened > 0 and closed > 0
     codes = {d.code for options in options for d in check_repository(scan_repository(root), options).diagnostics}
-    assert {"RB002", "RB110", "RB111", "RB306", "RB401", "RB402", "RB403", "RB404", "RB421", "RB504", "RB509"} <= codes
+    assert {"RB002", "RB110", "RB111", "RB306", "RB401", "RB402", "RB403", "RB404", "RB407", "RB421", "RB504", "RB509"} <= codes
 
 
 @pytest.mark.skipif(SUITE is None, reason="shared/conformance/triton-qa not found (set REPO_BUILDER_CONFORMANCE)")

@@ -51,6 +51,7 @@ class QuietFlags(NamedTuple):
     python_env_unjudged: bool  # RB421, RB422: no image to judge Python steps in, or no Python step
     # RB501-RB511: an ensemble whose own config and members pass, and whose tensors fit its members
     ensemble_clean: bool
+    no_python_source: bool  # RB407: the backend resolved is not Python (no model.py to read)
 
 
 def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
@@ -75,6 +76,7 @@ def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
         ctx.options.deploy is None or not is_python_step(model, ctx),
         # the ensemble's stages are computed once for all eleven rules (members are judged before it)
         model.is_ensemble and members_ok(model, ctx) and not analyze_tensors(model, ctx),
+        resolved.backend != "python",
     )
 
 

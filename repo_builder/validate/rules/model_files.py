@@ -213,7 +213,7 @@ def _python_findings(problems: tuple[PythonProblem, ...], path: Path, number: in
         yield Finding(message, path=path, version=number, severity=severity, line=line, column=column, hint=hint)
 
 
-@rule("RB407", "python-model-invalid")
+@rule("RB407", "python-model-invalid", quiet="no_python_source")
 def check_python_model(model: ModelEntry, ctx: RuleContext) -> list[Finding]:
     """A Python backend ``model.py`` that does not parse or defines no ``TritonPythonModel``.
 
