@@ -65,3 +65,24 @@ def test_words_in_comments_or_names_change_no_summary(tmp_path: Path) -> None:
     commented = _model(tmp_path / "commented", words + IO.replace('"I"', '"format_gpus"') + " instance_group [{ kind: KIND_CPU }]")
     assert io_summary(plain) == io_summary(commented) == (True, True, True, True, True)
     assert group_summary(plain) == group_summary(commented) == ((2,), False, False, False)
+
+
+def test_every_field_a_config_sets_is_named_in_its_text() -> None:
+    """The pre-screen's premise: the text format names every field it sets, unless the proto has extensions
+    or ``Any`` fields (written by type URL). Triton's ModelConfig has neither; a proto update adding one fails
+    here first."""
+    from tritonclient.grpc import model_config_pb2
+
+    seen: set[str] = set()
+    pending = [model_config_pb2.ModelConfig.DESCRIPTOR]
+    while pending:
+        message = pending.pop()
+        if message.full_name in seen:
+            continue
+        seen.add(message.full_name)
+        assert not message.extension_ranges, message.full_name
+        for field in message.fields:
+            if field.message_type is not None:
+                assert field.message_type.full_name != "google.protobuf.Any", field.full_name
+                pending.append(field.message_type)
+    assert len(seen) > 20  # the walk reached the nested messages

@@ -1,8 +1,11 @@
-"""Per model, which rules have nothing to find, from the one-pass summaries the rules read themselves.
+"""Per model, which rules have nothing to find, from the facts the rules read themselves (the one-pass
+summaries, the resolved backend, the versions loaded, the ensemble's stages).
 
 A rule names its flag (``Rule.quiet``); the engine puts the model's flags in the key of its rule plan and
-leaves out, without a call, each rule whose flag is true. Every flag is the exact condition on which its
-rule returns at once, so the findings are the same either way; a clean model skips these calls.
+leaves out, without a call, each rule whose flag is true. A true flag is a condition on which its rules
+find nothing (they return at once, or every stage they report passed), so the findings are the same either
+way; a clean model skips these calls. tests/validate/test_section_gates.py calls each rule past its true
+flag and compares the report with calling every rule.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from repo_builder.validate.analysis.resolve import (
     ENSEMBLE,
     PLATFORM_TYPE,
     STANDARD_BACKENDS,
+    ResolvedBackend,
     judged,
     resolve_backend,
 )
@@ -69,7 +73,7 @@ def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
         # the ONNX findings are computed once per model for all seven rules (only for ONNX Runtime models)
         resolved.backend != "onnxruntime" or not check_onnx_model(model, ctx),
         devices_fit(model, ctx),
-        _platform_clean(model, ctx),
+        _platform_clean(model, ctx, resolved),
         bool(loaded),
         no_manifest,
         no_manifest and model.version_numbers == loaded,
@@ -80,10 +84,9 @@ def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
     )
 
 
-def _platform_clean(model: ModelEntry, ctx: RuleContext) -> bool:
+def _platform_clean(model: ModelEntry, ctx: RuleContext, resolved: ResolvedBackend) -> bool:
     if not judged(model, ctx):
         return True  # none of RB401-RB404 judges it
-    resolved = resolve_backend(model)
     if resolved.problem is not None:
         return False  # RB401: undetermined
     backend, platform = resolved.backend, resolved.platform
