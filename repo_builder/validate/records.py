@@ -158,6 +158,10 @@ class VersionDir:
         return None
 
 
+def _version_numbers(versions: tuple[VersionDir, ...]) -> tuple[int, ...]:
+    return tuple(sorted([v.number for v in versions if v.number is not None]))
+
+
 @dataclass(frozen=True, init=False)
 class ModelEntry:
     """A subfolder of the repository: every one is a model to Triton, hidden ones too."""
@@ -200,7 +204,7 @@ class ModelEntry:
         d["versions"], d["files"], d["problem"], d["plain_listing"] = versions, files, problem, plain_listing
         d["facts"] = {}  # made here, where it is cheapest: every model's rules keep facts
         # and asked of every model (the versions Triton loads): kept here at once, without the descriptor's call
-        d["version_numbers"] = tuple(sorted([v.number for v in versions if v.number is not None]))
+        d["version_numbers"] = _version_numbers(versions)
         if path_text is not None:  # the scan knows str(path) without formatting the Path (see ``path_text``)
             d["path_text"] = path_text
 
@@ -225,7 +229,8 @@ class ModelEntry:
     # entry is frozen, so each is computed once and kept on the instance.
     @kept
     def version_numbers(self) -> tuple[int, ...]:
-        return tuple(sorted(v.number for v in self.versions if v.number is not None))
+        """The loadable version folders' numbers, ascending (written by ``__init__``; this is its type)."""
+        return _version_numbers(self.versions)
 
     def version(self, number: int) -> VersionDir | None:
         for v in self.versions:
