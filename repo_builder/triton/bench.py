@@ -243,6 +243,24 @@ def statistics(client: Any) -> dict[str, dict[str, int]]:
     return snapshot
 
 
+def settled_statistics(client: Any, quiet: float = 0.3, timeout: float = 10.0) -> dict[str, dict[str, int]]:
+    """``statistics`` once they have not changed for ``quiet`` seconds (or at ``timeout``), for a snapshot taken
+    with nothing in flight. Triton records a model's statistics after its ``execute`` returns, which can be after
+    the client (or a BLS caller) already has the response: a snapshot read at once can miss the last execution,
+    which the next window then counts as its own."""
+    deadline = time.monotonic() + timeout
+    last = statistics(client)
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = statistics(client)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    return last
+
+
 def step_stats(before: Mapping[str, Mapping[str, int]], after: Mapping[str, Mapping[str, int]], models: Sequence[str]) -> tuple[StepStats, ...]:
     """Per model, what happened between two ``statistics`` snapshots."""
     steps = []

@@ -36,7 +36,7 @@ from repo_builder.cli.main import main as cli
 from repo_builder.pipelines import ocr_reference
 from repo_builder.pipelines.reference import built_ensemble, called_models, served_copy
 from repo_builder.triton import start_server
-from repo_builder.triton.bench import statistics
+from repo_builder.triton.bench import settled_statistics
 
 NAME = "ocr"
 STAGES = ("decode", "det_pre", "det", "db_post", "crops", "cls_pre", "cls", "rec_pre", "rec", "ctc", "other")
@@ -94,16 +94,16 @@ def served_rate(server: Any, images: list[bytes], concurrency: int) -> dict[str,
         server.infer(NAME, ocr_reference.request([data]), timeout=600.0)
 
     warm_start = server.log_size()
-    send(images[0])  # warm-up; its log line is waited for, so that it is not counted below
+    send(images[0])  # warm-up; its log line and its models' statistics are waited for, so that it is not counted below
     wait_logged(server, warm_start, 1)
-    log_start, before, cpu = server.log_size(), statistics(server.client), tree_cpu_seconds(server.pid)
+    log_start, before, cpu = server.log_size(), settled_statistics(server.client), tree_cpu_seconds(server.pid)
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(send, images))
     elapsed = time.perf_counter() - started
     cpu = tree_cpu_seconds(server.pid) - cpu
-    after = statistics(server.client)
     stages = wait_logged(server, log_start, len(images))
+    after = settled_statistics(server.client)  # every execution of the window counted
     compute = {stage: (after[model]["batch_compute_ns"] - before.get(model, {}).get("batch_compute_ns", 0)) / 1e6 / len(images)
                for stage, model in MODELS.items() if model in after}
     return {"images_per_s": len(images) / elapsed, "ms_per_image": {k: v * 1000 / len(images) for k, v in stages.items()},
