@@ -18,15 +18,7 @@ from repo_builder.validate.analysis.ensemble_tensors import analyze_tensors
 from repo_builder.validate.analysis.manifest import manifest
 from repo_builder.validate.analysis.onnx_model import check_onnx_model
 from repo_builder.validate.analysis.python_step import is_python_step
-from repo_builder.validate.analysis.resolve import (
-    BACKEND_TYPE,
-    ENSEMBLE,
-    PLATFORM_TYPE,
-    STANDARD_BACKENDS,
-    ResolvedBackend,
-    judged,
-    resolve_backend,
-)
+from repo_builder.validate.analysis.resolve import platform_faults, resolve_backend
 from repo_builder.validate.analysis.shapes import io_summary
 from repo_builder.validate.analysis.versions import versions_to_load
 from repo_builder.validate.records import ModelEntry, RuleContext
@@ -46,9 +38,7 @@ class QuietFlags(NamedTuple):
     plain_model: bool
     onnx_clean: bool  # RB601-RB607: not an ONNX Runtime model, or one whose graph fits its config
     devices_fit: bool  # RB306: an ensemble, or groups the backend accepts on a target with GPUs (devices_fit)
-    # RB401-RB404: not judged, or a backend resolved without a problem (or an ensemble's none), standard,
-    # and of the platform's runtime
-    platform_clean: bool
+    platform_clean: bool  # RB401-RB404: ``platform_faults`` finds none
     versions_loaded: bool  # RB110: the version policy loads some version folder
     no_manifest: bool  # RB002: the repository has no readable repo-builder.json
     versions_settled: bool  # RB111: no manifest, and every version folder is one the policy loads
@@ -73,7 +63,7 @@ def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
         # the ONNX findings are computed once per model for all seven rules (only for ONNX Runtime models)
         resolved.backend != "onnxruntime" or not check_onnx_model(model, ctx),
         devices_fit(model, ctx),
-        _platform_clean(model, ctx, resolved),
+        not platform_faults(model, ctx),
         bool(loaded),
         no_manifest,
         no_manifest and model.version_numbers == loaded,
@@ -82,22 +72,6 @@ def quiet_flags(model: ModelEntry, ctx: RuleContext) -> QuietFlags:
         model.is_ensemble and members_ok(model, ctx) and not analyze_tensors(model, ctx),
         resolved.backend != "python",
     )
-
-
-def _platform_clean(model: ModelEntry, ctx: RuleContext, resolved: ResolvedBackend) -> bool:
-    if not judged(model, ctx):
-        return True  # none of RB401-RB404 judges it
-    if resolved.problem is not None:
-        return False  # RB401: undetermined
-    backend, platform = resolved.backend, resolved.platform
-    if not backend:
-        return platform == ENSEMBLE  # RB402: a platform from which no backend follows
-    if platform == ENSEMBLE:
-        return False  # RB403: an ensemble naming a backend
-    runtime = BACKEND_TYPE.get(backend)
-    if runtime is not None and runtime != PLATFORM_TYPE.get(platform):
-        return False  # RB403: platform and backend name different runtimes
-    return backend in STANDARD_BACKENDS  # RB404
 
 
 def _plain_model(model: ModelEntry) -> bool:

@@ -286,3 +286,25 @@ def judged(model: ModelEntry, ctx: RuleContext) -> bool:
     if model.config is not None:
         return True
     return not model.has_config_file and not ctx.options.strict
+
+
+def platform_faults(model: ModelEntry, ctx: RuleContext) -> tuple[str, ...]:
+    """Which of the platform rules find something in the model (RB401 undetermined, RB402 a platform without a
+    backend, RB403 platform and backend apart or an ensemble naming a backend, RB404 a backend NVIDIA's images
+    do not ship): the rules and the engine's quiet flag (none) both ask this."""
+    if not judged(model, ctx):
+        return ()
+    resolved = resolve_backend(model)
+    problem, backend, platform = resolved.problem, resolved.backend, resolved.platform
+    faults = []
+    if problem is not None:
+        faults.append("RB401")
+    elif not backend and platform != ENSEMBLE:
+        faults.append("RB402")
+    if backend:
+        runtime = BACKEND_TYPE.get(backend)
+        if platform == ENSEMBLE or (runtime is not None and runtime != PLATFORM_TYPE.get(platform)):
+            faults.append("RB403")
+        if backend not in STANDARD_BACKENDS and problem is None:
+            faults.append("RB404")
+    return tuple(faults)

@@ -1,20 +1,13 @@
 """Rules RB4xx: platform and backend (core's ``AutoCompleteBackendFields`` and the platform/backend checks
 of ``ValidateModelConfig``; the resolution itself is analysis/resolve.py). Model files are in model_files.py.
 
-These run for every model and find at most one thing: they return a tuple, cheaper than a generator.
+Whether each finds anything is ``platform_faults``, which the engine's quiet flag asks too; each finds at most
+one thing and returns a tuple.
 """
 
 from __future__ import annotations
 
-from repo_builder.validate.analysis.resolve import (
-    BACKEND_TYPE,
-    ENSEMBLE,
-    PLATFORM_TYPE,
-    STANDARD_BACKENDS,
-    config_name,
-    judged,
-    resolve_backend,
-)
+from repo_builder.validate.analysis.resolve import ENSEMBLE, config_name, platform_faults, resolve_backend
 from repo_builder.validate.analysis.versions import misplaced_config_hint
 from repo_builder.validate.records import Finding, ModelEntry, Rule, RuleContext, Severity, rule
 
@@ -38,11 +31,10 @@ def check_backend_undetermined(model: ModelEntry, ctx: RuleContext) -> tuple[Fin
         models/classifier/config.pbtxt   # backend: "onnxruntime"
         models/classifier/1/model.onnx
     """
-    if not judged(model, ctx):
+    if "RB401" not in platform_faults(model, ctx):
         return ()
     resolved = resolve_backend(model)
-    if resolved.problem is None:
-        return ()
+    assert resolved.problem is not None  # RB401's fault
     first = resolved.first_folder
     misplaced = misplaced_config_hint(model)
     if misplaced:
@@ -69,17 +61,14 @@ def check_platform_unknown(model: ModelEntry, ctx: RuleContext) -> tuple[Finding
 
     Passes: ``platform: "onnxruntime_onnx"`` or ``backend: "onnxruntime"``
     """
-    if not judged(model, ctx):
+    if "RB402" not in platform_faults(model, ctx):
         return ()
-    resolved = resolve_backend(model)
-    if resolved.problem is None and not resolved.backend and resolved.platform != ENSEMBLE:
-        return (
-            Finding(
-                f"unexpected platform type '{resolved.platform}' for {config_name(model)}",
-                hint="use a known platform (tensorrt_plan, onnxruntime_onnx, pytorch_libtorch, ensemble) or set backend:",
-            ),
-        )
-    return ()
+    return (
+        Finding(
+            f"unexpected platform type '{resolve_backend(model).platform}' for {config_name(model)}",
+            hint="use a known platform (tensorrt_plan, onnxruntime_onnx, pytorch_libtorch, ensemble) or set backend:",
+        ),
+    )
 
 
 @rule("RB403", "platform-backend-mismatch", field="backend", quiet="platform_clean")
@@ -93,12 +82,10 @@ def check_platform_backend_mismatch(model: ModelEntry, ctx: RuleContext) -> tupl
 
     Passes: ``platform: "onnxruntime_onnx"`` with ``backend: "onnxruntime"``
     """
-    if not judged(model, ctx):
+    if "RB403" not in platform_faults(model, ctx):
         return ()
     resolved = resolve_backend(model)
     p, b = resolved.platform, resolved.backend
-    if not b:
-        return ()
     if p == ENSEMBLE:
         return (
             Finding(
@@ -106,15 +93,12 @@ def check_platform_backend_mismatch(model: ModelEntry, ctx: RuleContext) -> tupl
                 hint="remove the backend: line",
             ),
         )
-    backend_type = BACKEND_TYPE.get(b)
-    if backend_type is not None and backend_type != PLATFORM_TYPE.get(p):
-        return (
-            Finding(
-                f"unexpected 'platform' and 'backend' pair, got:{p}, {b}",
-                hint="remove platform: and keep backend:, or make them name the same runtime",
-            ),
-        )
-    return ()
+    return (
+        Finding(
+            f"unexpected 'platform' and 'backend' pair, got:{p}, {b}",
+            hint="remove platform: and keep backend:, or make them name the same runtime",
+        ),
+    )
 
 
 @rule("RB404", "backend-not-standard", Severity.WARNING, field="backend", quiet="platform_clean")
@@ -129,12 +113,10 @@ def check_backend_not_standard(model: ModelEntry, ctx: RuleContext) -> tuple[Fin
 
     Passes: ``backend: "python"``
     """
-    if not judged(model, ctx):
+    if "RB404" not in platform_faults(model, ctx):
         return ()
     resolved = resolve_backend(model)
     b = resolved.backend
-    if not b or b in STANDARD_BACKENDS or resolved.problem is not None:
-        return ()
     from_name = resolved.detected_from is not None and resolved.detected_from.startswith("the model name")
     return (
         Finding(
